@@ -1,0 +1,47 @@
+# The two commands of the README: `make book` and `make test`. Both create .venv on first use.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
+# Machine-specific nbval noise only (see the comments in the file).
+NBVAL_FLAGS := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 -p no:cacheprovider
+
+.PHONY: book test install lint unit nbval site-check refresh clean
+
+install: $(VENV)/.installed
+
+# Re-install when the pins or the package metadata change.
+$(VENV)/.installed: requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -m pip install --quiet -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -c "import attention_course, torch, jupyter_book; print('installed: torch', torch.__version__)"
+	@touch $@
+
+book: install
+	$(BIN)/jupyter-book build . --all
+	@echo
+	@echo "The site is built. Open: file://$(CURDIR)/_build/html/index.html"
+
+lint: install
+	$(BIN)/ruff check src tests tools benchmarks book
+
+unit: install
+	$(BIN)/python -m pytest tests
+
+nbval: install
+	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS)
+
+site-check: install
+	$(BIN)/jupyter-book build . --all -W -n --keep-going
+	$(BIN)/python tools/check_site.py _build/html
+
+test: lint unit nbval site-check
+	@echo "make test: all checks passed"
+
+# Re-execute notebooks in place after changing them: make refresh NB="book/01_soft_lookup.ipynb"
+refresh: install
+	$(BIN)/python tools/refresh_notebooks.py $(or $(NB),$(NOTEBOOKS))
+
+clean:
+	rm -rf _build

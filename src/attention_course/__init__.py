@@ -1,0 +1,45 @@
+"""attention_course: the package behind the course *Attention, Derived*.
+
+Every reusable piece the book builds lives here, one module per idea; the chapters import it and the tests in
+``tests/`` check it against PyTorch's own implementations. See the book's notation page for shapes.
+"""
+
+from __future__ import annotations
+
+from .attention import (
+    attention_entropy,
+    attention_per_query,
+    hard_lookup,
+    scaled_dot_product_attention,
+    softmax,
+)
+from .device import get_device, seed_everything
+from .plots import PALETTE, attention_heatmap, use_style
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PALETTE",
+    "attention_entropy",
+    "attention_heatmap",
+    "attention_per_query",
+    "get_device",
+    "hard_lookup",
+    "scaled_dot_product_attention",
+    "seed_everything",
+    "setup_notebook",
+    "softmax",
+    "use_style",
+]
+
+
+def setup_notebook(seed: int = 0) -> None:
+    """What every chapter's setup cell calls: seed every RNG and apply the book's figure style.
+
+    Also sets NumPy's print precision to 4 digits, so printed arrays show what is robust across machines.
+    """
+    import numpy as np
+
+    seed_everything(seed)
+    use_style()
+    np.set_printoptions(precision=4, suppress=True)

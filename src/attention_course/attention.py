@@ -1,0 +1,234 @@
+"""Scaled dot-product attention, from a dictionary lookup to the matrix form (chapter 1).
+
+Notation (the paper's, row vectors): queries ``q`` have shape ``(..., n_q, d_k)``, keys ``k`` ``(..., n_k, d_k)``,
+values ``v`` ``(..., n_k, d_v)``. Scores ``S = q kᵀ · scale`` have shape ``(..., n_q, n_k)``; the softmax runs over
+the last axis (the keys), so each row of the weights sums to one.
+
+Masks are boolean and broadcastable to ``(..., n_q, n_k)`` with **True = may attend** (the convention of
+``torch.nn.functional.scaled_dot_product_attention``). A query whose row is masked everywhere attends to
+nothing: its weights are all zero and its output row is zero, with finite gradients.
+
+Every function accepts numpy arrays or torch tensors and returns the kind it was given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+import torch
+
+from ._checks import ArrayLike, check_bool_mask, check_ndim, same_kind, to_output, to_torch
+
+__all__ = [
+    "softmax",
+    "scaled_dot_product_attention",
+    "attention_per_query",
+    "hard_lookup",
+    "attention_entropy",
+]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _softmax_torch(x: torch.Tensor, dim: int, mask: torch.Tensor | None) -> torch.Tensor:
+    """Stable softmax along ``dim``; masked-out entries get weight 0, fully masked rows give all zeros."""
+    work = x.float() if x.dtype in _LOW_PRECISION else x  # fp16/bf16: accumulate in float32
+    if mask is not None:
+        # The most negative finite number (not -inf): a fully masked row stays finite (uniform), and the
+        # multiplication by the mask below sets it to exactly zero with zero, finite gradients.
+        work = work.masked_fill(~mask, torch.finfo(work.dtype).min)
+    shifted = work - work.amax(dim=dim, keepdim=True).detach()  # shift by the max: exp never overflows
+    e = torch.exp(shifted)
+    p = e / e.sum(dim=dim, keepdim=True)
+    if mask is not None:
+        p = p * mask
+    return p.to(x.dtype)
+
+
+def softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None) -> ArrayLike:
+    r"""Numerically stable softmax :math:`p_i = e^{x_i - m} / \sum_j e^{x_j - m}` with :math:`m = \max_j x_j`.
+
+    Introduced in chapter 1. Subtracting the maximum leaves the result unchanged (numerator and denominator
+    both gain the factor :math:`e^{-m}`) but keeps every exponent ≤ 0, so logits of ±1e4 do not overflow.
+    float16 and bfloat16 inputs are computed in float32 and returned in their own dtype.
+
+    Args:
+        x: logits of any shape, floating point (numpy array or torch tensor).
+        axis: the axis to normalise over (default: the last one, the keys).
+        mask: optional boolean mask broadcastable to ``x.shape``; False entries get weight exactly 0. A slice
+            whose entries are all False returns all zeros (not NaN).
+
+    Returns:
+        Weights of the same shape, kind and dtype as ``x``; non-negative, each slice summing to 1
+        (or to 0 where fully masked).
+    """
+    as_numpy = same_kind(["x", "mask"], [x, mask] if mask is not None else [x])
+    t = to_torch("x", x)
+    if t.ndim == 0:
+        raise ValueError("softmax needs at least one dimension, got a scalar (shape ())")
+    m = None
+    if mask is not None:
+        m = to_torch("mask", mask, floating=False)
+        if m.dtype != torch.bool:
+            raise TypeError(f"mask must be boolean (True = keep), got dtype {m.dtype}")
+        try:
+            torch.broadcast_shapes(m.shape, t.shape)
+            m = m.expand(t.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"mask of shape {tuple(m.shape)} is not broadcastable to x of shape {tuple(t.shape)}"
+            ) from None
+    return to_output(_softmax_torch(t, axis, m), as_numpy)
+
+
+def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
+    """Check shapes of q, k, v; return the scores' shape (..., n_q, n_k)."""
+    check_ndim("q", q, 2, "(..., n_q, d_k)")
+    check_ndim("k", k, 2, "(..., n_k, d_k)")
+    check_ndim("v", v, 2, "(..., n_k, d_v)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same last dimension d_k: got q {tuple(q.shape)} = (..., n_q, d_k) and "
+            f"k {tuple(k.shape)} = (..., n_k, d_k)"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length n_k (one value per key): got k {tuple(k.shape)} = "
+            f"(..., n_k, d_k) and v {tuple(v.shape)} = (..., n_k, d_v)"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} are not broadcastable"
+        ) from None
+    return (*batch, q.shape[-2], k.shape[-2])
+
+
+def scaled_dot_product_attention(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+) -> tuple[ArrayLike, ArrayLike]:
+    r"""Attention(Q, K, V) = softmax(Q Kᵀ · scale) V, returning the output and the weights (chapter 1).
+
+    The from-scratch version the course derives; it equals ``torch.nn.functional.scaled_dot_product_attention``
+    (tested in ``tests/test_attention.py``) and additionally returns the attention weights.
+
+    Args:
+        q: queries, shape ``(..., n_q, d_k)``.
+        k: keys, shape ``(..., n_k, d_k)``.
+        v: values, shape ``(..., n_k, d_v)``.
+        mask: optional boolean, broadcastable to ``(..., n_q, n_k)``; True = may attend.
+        scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
+
+    Returns:
+        ``(output, weights)`` with shapes ``(..., n_q, d_v)`` and ``(..., n_q, n_k)``, of the kind (numpy or
+        torch) of the inputs. Each row of ``weights`` is non-negative and sums to 1, so each output row is a
+        convex combination of the rows of ``v``. A fully masked query row has zero weights and a zero output.
+        float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+
+    Raises:
+        TypeError: mixed numpy/torch inputs, non-floating or mismatched dtypes, a non-boolean mask.
+        ValueError: fewer than 2 dimensions, d_k of q and k differ, n_k of k and v differ, batch dimensions or
+            the mask not broadcastable.
+    """
+    names, xs = ["q", "k", "v"], [q, k, v]
+    if mask is not None:
+        names, xs = [*names, "mask"], [*xs, mask]
+    as_numpy = same_kind(names, xs)
+    qt, kt, vt = (to_torch(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
+    target = _validate(qt, kt, vt)
+    mt = None
+    if mask is not None:
+        mt = to_torch("mask", mask, floating=False)
+        check_bool_mask(mt, target)
+        mt = mt.expand(target)
+    if scale is None:
+        scale = 1.0 / math.sqrt(qt.shape[-1])
+    dtype = qt.dtype
+    if dtype in _LOW_PRECISION:  # fp16/bf16: accumulate in float32 as fused kernels do; q·k can exceed 65504
+        qt, kt, vt = qt.float(), kt.float(), vt.float()
+    scores = (qt @ kt.transpose(-2, -1)) * scale
+    weights = _softmax_torch(scores, -1, mt)
+    out = weights @ vt
+    return to_output(out.to(dtype), as_numpy), to_output(weights.to(dtype), as_numpy)
+
+
+def attention_per_query(
+    q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: float | None = None
+) -> ArrayLike:
+    r"""The per-query sum :math:`a(q) = \sum_i \frac{e^{s_i}}{\sum_j e^{s_j}} v_i`, :math:`s_i = q\cdot k_i` · scale.
+
+    The loop form of chapter 1, one query and one key at a time, written for reading, not for speed. It equals
+    the matrix form :func:`scaled_dot_product_attention` (chapter 1 proves it in SymPy; the tests check it).
+
+    Args:
+        q: queries, shape ``(n_q, d_k)``; k: keys ``(n_k, d_k)``; v: values ``(n_k, d_v)``.
+        scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
+
+    Returns:
+        Outputs of shape ``(n_q, d_v)``, of the inputs' kind.
+    """
+    as_numpy = same_kind(["q", "k", "v"], [q, k, v])
+    qt, kt, vt = to_torch("q", q), to_torch("k", k), to_torch("v", v)
+    for name, t, layout in (("q", qt, "(n_q, d_k)"), ("k", kt, "(n_k, d_k)"), ("v", vt, "(n_k, d_v)")):
+        if t.ndim != 2:
+            raise ValueError(f"{name} must have shape {layout} (2 dimensions), got {tuple(t.shape)}")
+    _validate(qt, kt, vt)
+    if scale is None:
+        scale = 1.0 / math.sqrt(qt.shape[-1])
+    rows = []
+    for query in qt:
+        scores = [float(query @ key) * scale for key in kt]
+        m = max(scores)
+        exps = [math.exp(s - m) for s in scores]
+        total = sum(exps)
+        rows.append(sum((e / total) * value for e, value in zip(exps, vt, strict=True)))
+    return to_output(torch.stack(rows), as_numpy)
+
+
+def hard_lookup(query: Hashable, keys: Sequence[Hashable], values: Sequence[np.ndarray]) -> np.ndarray:
+    """A Python-dictionary lookup written as attention with one-hot weights (chapter 1).
+
+    The weight of key ``i`` is 1 if ``keys[i] == query`` and 0 otherwise; the result is ``Σ_i w_i v_i``.
+
+    Args:
+        query: the key to look up.
+        keys: ``n_k`` distinct keys.
+        values: ``n_k`` value vectors of equal shape ``(d_v,)``.
+
+    Returns:
+        The value stored under ``query``, shape ``(d_v,)``.
+
+    Raises:
+        ValueError: keys and values differ in length, or keys repeat.
+        KeyError: the query is not among the keys (as a ``dict`` would).
+    """
+    if len(keys) != len(values):
+        raise ValueError(f"need one value per key: got {len(keys)} keys and {len(values)} values")
+    if len(set(keys)) != len(keys):
+        raise ValueError("keys must be distinct for a hard lookup")
+    weights = np.array([1.0 if key == query else 0.0 for key in keys])
+    if weights.sum() == 0:
+        raise KeyError(query)
+    return weights @ np.stack([np.asarray(v, dtype=float) for v in values])
+
+
+def attention_entropy(weights: ArrayLike, axis: int = -1) -> ArrayLike:
+    r"""Entropy :math:`H(p) = -\sum_i p_i \log p_i` of each attention row, in nats (``0 log 0 = 0``).
+
+    Ranges from 0 (one-hot: a hard lookup) to :math:`\log n_k` (uniform: an average). Shape: ``weights`` without
+    ``axis``.
+    """
+    as_numpy = isinstance(weights, np.ndarray)
+    p = to_torch("weights", weights)
+    h = -torch.special.xlogy(p, p).sum(dim=axis)
+    return to_output(h, as_numpy)
