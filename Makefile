@@ -1,4 +1,6 @@
 # The two commands of the README: `make book` and `make test`. Both create .venv on first use.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -6,15 +8,14 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 # Machine-specific nbval noise only (see the comments in the file).
 NBVAL_FLAGS := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 -p no:cacheprovider
 
-.PHONY: book test install lint unit nbval site-check refresh clean
+.PHONY: book test install lint unit nbval site-check reader refresh clean
 
 install: $(VENV)/.installed
 
 # Re-install when the pins or the package metadata change.
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-	$(BIN)/python -m pip install --quiet -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -m pip install --quiet -r requirements.txt 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(BIN)/python -c "import attention_course, torch, jupyter_book; print('installed: torch', torch.__version__)"
 	@touch $@
 
@@ -24,10 +25,10 @@ book: install
 	@echo "The site is built. Open: file://$(CURDIR)/_build/html/index.html"
 
 lint: install
-	$(BIN)/ruff check src tests tools benchmarks book
+	$(BIN)/ruff check .
 
 unit: install
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -m "not reader"
 
 nbval: install
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS)
@@ -36,7 +37,11 @@ site-check: install
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
 	$(BIN)/python tools/check_site.py _build/html
 
-test: lint unit nbval site-check
+# The reader's experience over the built site: Chromium on every page, JupyterLab, a bare (Colab-like) kernel.
+reader: install
+	$(BIN)/python -m pytest tests/reader -m reader -rs
+
+test: lint unit nbval site-check reader
 	@echo "make test: all checks passed"
 
 # Re-execute notebooks in place after changing them: make refresh NB="book/01_soft_lookup.ipynb"

@@ -1,0 +1,79 @@
+"""Colab and any bare Jupyter: a fresh virtual environment with only the scientific stack a Colab runtime already
+has (torch, numpy, sympy, matplotlib, tqdm, ipykernel -- not this project), a notebook copied outside the
+repository, and the setup cell pointed at this checkout through ATTENTION_COURSE_SOURCE. The notebook must install
+the package itself and run to the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.reader
+
+NOTEBOOK = ROOT / "book" / "01_soft_lookup.ipynb"
+COLAB_STACK = ["torch", "numpy", "sympy", "matplotlib", "tqdm", "ipykernel"]
+
+
+def _pinned(names: list[str]) -> list[str]:
+    """The exact pins of requirements.txt for these packages (so the venv installs from the same wheels)."""
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            pins[name.strip().lower()] = version.strip()
+    return [f"{n}=={pins[n]}" if n in pins else n for n in names]
+
+
+def test_notebook_installs_the_package_in_a_bare_kernel(tmp_path):
+    venv = tmp_path / "colab-like"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", *_pinned(COLAB_STACK)], check=True,
+                   stdout=subprocess.DEVNULL)
+    has_package = [str(py), "-c", "import importlib.util as u; print(u.find_spec('attention_course') is not None)"]
+    assert subprocess.run(has_package, capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+    # A kernelspec for that interpreter, found through JUPYTER_PATH.
+    kernels = tmp_path / "jupyter" / "kernels" / "colab-like"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Colab-like (no project)", "language": "python",
+    }))
+    work = tmp_path / "outside"
+    work.mkdir()
+    nb_path = work / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, nb_path)
+    nb = nbformat.read(nb_path, as_version=4)
+
+    env_before = {k: os.environ.get(k) for k in ("JUPYTER_PATH", "ATTENTION_COURSE_SOURCE", "PYTHONPATH")}
+    os.environ["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    os.environ["ATTENTION_COURSE_SOURCE"] = str(ROOT)  # the setup cell's install source: this checkout
+    os.environ.pop("PYTHONPATH", None)
+    try:
+        NotebookClient(nb, kernel_name="colab-like", timeout=600, record_timing=False,
+                       resources={"metadata": {"path": str(work)}}).execute()
+    finally:
+        for k, v in env_before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code)
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    # The setup cell installed the package into the bare environment (not the repository's .venv).
+    where = [str(py), "-c", "import attention_course, sys; print(attention_course.__file__)"]
+    installed = subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip()
+    assert installed.startswith(str(venv)), installed

@@ -1,0 +1,168 @@
+"""The website, checked in a real browser (Debian's Chromium driven by Playwright) over the built site.
+
+For every page: all math typeset by the offline MathJax (no raw TeX left, no MathJax errors), every image
+loaded, no console errors, no request leaving the machine; a screenshot at desktop and at phone width. Then:
+search finds "softmax", the prev/next links walk the book in `_toc.yml` order, and the bibliography renders.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import ROOT, SCREENSHOTS, guard_network
+
+pytestmark = pytest.mark.reader
+
+# Raw TeX that must not survive typesetting in the page's prose (code cells are excluded: they may hold TeX
+# inside matplotlib labels).
+RAW_TEX = re.compile(r"\\frac|\\sqrt|\\sum|\\begin\{|\\operatorname|\$\$|\\\(|\\\[")
+VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+def _toc_pages() -> list[str]:
+    """The book's pages in `_toc.yml` order, as paths relative to the site root without suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            pages.append(chapter["file"])
+            pages += [s["file"] for s in chapter.get("sections", [])]
+    return [str(Path(p).with_suffix("")) for p in pages]
+
+
+def _all_pages(site: Path) -> list[str]:
+    skip = {"_static", "_sources", "_images", "jupyter_execute"}
+    return sorted(
+        str(p.relative_to(site))
+        for p in site.rglob("*.html")
+        if not skip & set(p.relative_to(site).parts) and p.name != "index.html"
+    )
+
+
+def _visit(browser, url: str, viewport: dict) -> tuple[object, object, list[str], list[str]]:
+    context = browser.new_context(viewport=viewport)
+    attempted: list[str] = []
+    guard_network(context, attempted)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, wait_until="load")
+    return context, page, errors, attempted
+
+
+def _wait_for_math(page) -> None:
+    has_math = page.evaluate("() => document.querySelectorAll('.math').length > 0")
+    if has_math:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30000)
+        page.evaluate("() => MathJax.startup.promise")
+
+
+def test_every_page_renders_offline(browser, site, site_url):
+    pages = _all_pages(site)
+    assert len(pages) >= len(_toc_pages()), pages
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    for rel in pages:
+        for name, viewport in VIEWPORTS.items():
+            context, page, errors, attempted = _visit(browser, f"{site_url}/{rel}", viewport)
+            _wait_for_math(page)
+            report = page.evaluate(
+                """() => {
+                  const article = document.querySelector('article') || document.body;
+                  const clone = article.cloneNode(true);
+                  clone.querySelectorAll('pre, code, .highlight, .cell_input, mjx-container, script')
+                       .forEach(e => e.remove());
+                  return {
+                    math: document.querySelectorAll('.math').length,
+                    typeset: document.querySelectorAll('mjx-container').length,
+                    merror: document.querySelectorAll('mjx-merror, .MathJax_Error').length,
+                    text: clone.innerText,
+                    images: Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete,
+                                                                  i.naturalWidth]),
+                  };
+                }"""
+            )
+            shot = SCREENSHOTS / f"{rel.replace('/', '__').removesuffix('.html')}-{name}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            context.close()
+            where = f"{rel} ({name})"
+            if report["math"] and report["typeset"] < report["math"]:
+                problems.append(f"{where}: {report['typeset']} of {report['math']} math elements typeset")
+            if report["merror"]:
+                problems.append(f"{where}: {report['merror']} MathJax error nodes")
+            raw = RAW_TEX.findall(report["text"])
+            if raw:
+                problems.append(f"{where}: raw TeX left in the text: {sorted(set(raw))}")
+            for src, complete, width in report["images"]:
+                if not complete or width == 0:
+                    problems.append(f"{where}: image not loaded: {src}")
+            problems += [f"{where}: console error: {e}" for e in errors]
+            problems += [f"{where}: request leaving the machine (aborted): {u}" for u in attempted]
+    assert not problems, "\n".join(problems)
+
+
+def test_search_finds_softmax(browser, site_url):
+    context, page, errors, attempted = _visit(browser, f"{site_url}/search.html?q=softmax", VIEWPORTS["desktop"])
+    page.wait_for_selector("#search-results ul.search li", timeout=30000)
+    hits = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
+    context.close()
+    assert any("01_soft_lookup" in h for h in hits), hits
+    assert not errors and not attempted
+
+
+def test_prev_next_walk_the_toc(browser, site_url):
+    expected = _toc_pages()
+    context, page, _, attempted = _visit(browser, f"{site_url}/{expected[0]}.html", VIEWPORTS["desktop"])
+    walked = [expected[0]]
+    while True:
+        nxt = page.query_selector("a.right-next")
+        if nxt is None:
+            break
+        nxt.click()
+        page.wait_for_load_state("load")
+        path = page.url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
+        walked.append(path)
+        assert len(walked) <= len(expected) + 1, walked
+    # and back again with the "previous" links
+    back = [walked[-1]]
+    while (prev := page.query_selector("a.left-prev")) is not None:
+        prev.click()
+        page.wait_for_load_state("load")
+        back.append(page.url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html"))
+        assert len(back) <= len(expected) + 1, back
+    context.close()
+    assert walked == expected
+    assert back == expected[::-1]
+    assert not attempted
+
+
+def test_bibliography_renders(browser, site_url):
+    context, page, errors, _ = _visit(browser, f"{site_url}/book/bibliography.html", VIEWPORTS["desktop"])
+    text = page.inner_text("article")
+    context.close()
+    assert "Attention is all you need" in text or "Attention Is All You Need" in text
+    assert "Vaswani" in text
+    assert not errors
+
+
+def test_notebook_pages_have_colab_and_download_buttons(site):
+    """Checked on the HTML itself: each chapter's Colab link and download link point at its own notebook."""
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    branch = config["repository"].get("branch", "main")
+    notebooks = sorted((ROOT / "book").glob("*.ipynb"))
+    assert notebooks
+    for nb in notebooks:
+        html = (site / "book" / f"{nb.stem}.html").read_text(encoding="utf-8")
+        colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/book/{nb.name}"
+        assert colab in html, f"{nb.name}: no Colab link {colab}"
+        download = re.search(rf'href="([^"]*_sources/book/{re.escape(nb.name)})"', html)
+        assert download, f"{nb.name}: no download link to the .ipynb"
+        target = (site / "book" / download.group(1)).resolve()
+        assert target.is_file(), f"{nb.name}: download link points at a missing file {target}"
