@@ -1,7 +1,8 @@
 """The website, checked in a real browser (Debian's Chromium driven by Playwright) over the built site.
 
 For every page: all math typeset by the offline MathJax (no raw TeX left, no MathJax errors), every image
-loaded, no console errors, no request leaving the machine; a screenshot at desktop and at phone width. Then:
+loaded, no console errors, no request leaving the machine, nothing wider than the screen; a screenshot at desktop
+and at phone width. Then:
 search finds "softmax", the prev/next links walk the book in `_toc.yml` order, and the bibliography renders.
 """
 
@@ -82,6 +83,7 @@ def test_every_page_renders_offline(browser, site, site_url):
                     typeset: document.querySelectorAll('mjx-container').length,
                     merror: document.querySelectorAll('mjx-merror, .MathJax_Error').length,
                     text: clone.innerText,
+                    overflow: document.documentElement.scrollWidth - window.innerWidth,
                     images: Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete,
                                                                   i.naturalWidth]),
                   };
@@ -93,6 +95,8 @@ def test_every_page_renders_offline(browser, site, site_url):
             where = f"{rel} ({name})"
             if report["math"] and report["typeset"] < report["math"]:
                 problems.append(f"{where}: {report['typeset']} of {report['math']} math elements typeset")
+            if report["overflow"] > 1:
+                problems.append(f"{where}: the page is {report['overflow']} px wider than the screen")
             if report["merror"]:
                 problems.append(f"{where}: {report['merror']} MathJax error nodes")
             raw = RAW_TEX.findall(report["text"])

@@ -1,0 +1,39 @@
+"""Small Sphinx fixes for the course's site, each found by the browser test (tests/reader/test_site.py).
+
+1. sphinx-thebe (loaded by Jupyter Book 1 even with Thebe off) registers its inline configuration script once
+   per reading pass, so every page declared `const THEBE_JS_URL` twice: a console error in every reader's
+   browser. We keep the first copy of each inline script.
+2. Wide tables and display equations widened the whole page on a phone; `static/course.css` makes them scroll
+   inside their own box.
+
+Kept outside the book's source on purpose: Jupyter Book 1 injects every .js found in a `_static/` there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STATIC = Path(__file__).parent / "static"
+
+
+def _dedupe(app, pagename, templatename, context, doctree) -> None:
+    seen, kept = set(), []
+    for js in context.get("script_files", []):
+        body = getattr(js, "attributes", {}).get("body") if not isinstance(js, str) else None
+        if body:
+            if body in seen:
+                continue
+            seen.add(body)
+        kept.append(js)
+    context["script_files"] = kept
+
+
+def _static(app) -> None:
+    app.config.html_static_path.append(str(STATIC))
+
+
+def setup(app):
+    app.connect("builder-inited", _static)
+    app.add_css_file("course.css")
+    app.connect("html-page-context", _dedupe, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
