@@ -11,6 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+MAX_CODE_LINE = 88  # what the site's code column shows without a scrollbar (see _ext/static/course.css)
 
 
 def _toc_files() -> set[str]:
@@ -39,6 +40,8 @@ def test_notebook_house_rules(path):
         assert cell.execution_count is not None, f"code cell {i} was never executed"
         assert not [o for o in cell.outputs if o.output_type == "error"], f"code cell {i} has an error output"
         assert "execution" not in cell.metadata, f"code cell {i} has timing metadata (refresh it)"
+        long = [line for line in cell.source.splitlines() if len(line) > MAX_CODE_LINE]
+        assert not long, f"code cell {i} has lines over {MAX_CODE_LINE} characters (they overflow on the site): {long}"
         tags = set(cell.metadata.get("tags", []))
         assert "nbval-skip" not in tags and "NBVAL_SKIP" not in cell.source, f"code cell {i} is skipped by nbval"
         if "nbval-ignore-output" in tags:
