@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the plain text bar: tqdm.auto warns (with a local path) when ipywidgets is absent
 
 __all__ = ["History", "fit", "accuracy", "mean_std"]
 

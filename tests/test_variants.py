@@ -1,0 +1,235 @@
+"""Chapter 3's attention variants: AttentionAlt and its absorption, cross-attention (against PyTorch's
+``nn.MultiheadAttention``), tied heads, and the one-layer models trained in the chapter."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_course import scaled_dot_product_attention
+from attention_course.train import accuracy
+from attention_course.variants import (
+    AttentionHead,
+    PreviousTokenModel,
+    RecallModel,
+    absorb_alt_weight,
+    attention_alt,
+    cross_attention,
+    ov_circuit,
+    previous_token_sampler,
+    qk_circuit,
+    recall_sampler,
+    run_seeds,
+)
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# --- AttentionAlt ---------------------------------------------------------------------------------------------
+
+def test_attention_alt_is_the_seeds_formula():
+    q, k, v, w = _randn(2, 5, 4, seed=1), _randn(2, 7, 4, seed=2), _randn(2, 7, 3, seed=3), _randn(6, 3, seed=4)
+    out, weights = attention_alt(q, k, v, w)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v @ w.T / 2.0  # d_k = 4: √d_k = 2
+    assert out.shape == (2, 5, 6) and weights.shape == (2, 5, 7)
+    torch.testing.assert_close(out, expected)
+
+
+def test_attention_alt_equals_attention_with_absorbed_value_projection():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 8))
+    w_q, w_k, w_v, w = (rng.normal(size=s) for s in ((8, 4), (8, 4), (8, 5), (3, 5)))
+    alt, a_alt = attention_alt(x @ w_q, x @ w_k, x @ w_v, w)
+    w_v2 = absorb_alt_weight(w_v, w, d_k=4)
+    assert isinstance(alt, np.ndarray) and w_v2.shape == (8, 3)
+    std, a_std = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v2)
+    np.testing.assert_allclose(alt, std, atol=1e-12)
+    np.testing.assert_allclose(a_alt, a_std)
+
+
+def test_attention_alt_shrinks_outputs_out_of_the_value_range():
+    v = torch.rand(10, 4, dtype=torch.float64) + 1.0  # values in [1, 2]
+    q, k = _randn(3, 16), _randn(10, 16, seed=1)
+    out, _ = attention_alt(q, k, v, torch.eye(4, dtype=torch.float64))
+    assert (out < 1.0).all()  # 1/√16 = 1/4 of a convex combination of values <= 2
+
+
+def test_attention_alt_mask_and_errors():
+    q, k, v = _randn(3, 4), _randn(5, 4, seed=1), _randn(5, 2, seed=2)
+    mask = torch.tensor([True, True, False, False, True]).expand(3, 5)
+    _, weights = attention_alt(q, k, v, torch.eye(2, dtype=torch.float64), mask=mask)
+    assert (weights[:, 2:4] == 0).all()
+    with pytest.raises(ValueError, match=r"\(d_out, d_v\)"):
+        attention_alt(q, k, v, torch.eye(3, dtype=torch.float64))  # d_v = 2, w has 3 columns
+    with pytest.raises(TypeError, match="mix of numpy"):
+        attention_alt(q, k, v, np.eye(2))
+    with pytest.raises(ValueError, match="share d_v"):
+        absorb_alt_weight(np.ones((8, 5)), np.ones((3, 4)), d_k=4)
+    with pytest.raises(ValueError, match="d_k must be a positive"):
+        absorb_alt_weight(np.ones((8, 5)), np.ones((3, 5)), d_k=0)
+
+
+# --- circuits ---------------------------------------------------------------------------------------------------
+
+def test_qk_and_ov_circuits():
+    x, w_q, w_k = _randn(5, 6), _randn(6, 3, seed=1), _randn(6, 3, seed=2)
+    torch.testing.assert_close(x @ qk_circuit(w_q, w_k) @ x.T, (x @ w_q) @ (x @ w_k).T)
+    w_v, w_o = _randn(6, 3, seed=3), _randn(3, 6, seed=4)
+    torch.testing.assert_close(ov_circuit(w_v, w_o), w_v @ w_o)
+    with pytest.raises(ValueError):
+        qk_circuit(w_q, _randn(6, 2))
+    with pytest.raises(ValueError, match=r"\(d_v, d_model\)"):
+        ov_circuit(w_v, _randn(4, 6))
+
+
+# --- cross-attention ------------------------------------------------------------------------------------------
+
+def test_cross_attention_matches_torch_multihead_attention():
+    # nn.MultiheadAttention with one head: queries from the decoder (width embed_dim), keys and values from the
+    # encoder (width kdim = vdim), no biases, identity output projection.
+    embed, d_enc, n_tgt, n_src = 4, 6, 3, 5
+    mha = nn.MultiheadAttention(embed, 1, bias=False, kdim=d_enc, vdim=d_enc, batch_first=True).double()
+    with torch.no_grad():
+        mha.out_proj.weight.copy_(torch.eye(embed))
+    y, x = _randn(2, n_tgt, embed, seed=1), _randn(2, n_src, d_enc, seed=2)
+    ref_out, ref_w = mha(y, x, x)
+    out, weights = cross_attention(
+        y, x, mha.q_proj_weight.detach().T, mha.k_proj_weight.detach().T, mha.v_proj_weight.detach().T
+    )
+    assert weights.shape == (2, n_tgt, n_src) and out.shape == (2, n_tgt, embed)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(weights, ref_w)
+
+
+def test_cross_attention_with_dv_different_from_dk_and_a_padding_mask():
+    y, x = _randn(3, 8), _randn(5, 8, seed=1)
+    w_q, w_k, w_v = _randn(8, 4, seed=2), _randn(8, 4, seed=3), _randn(8, 6, seed=4)
+    keep = torch.tensor([True, True, True, False, False])  # the last two source positions are padding
+    out, weights = cross_attention(y, x, w_q, w_k, w_v, mask=keep)
+    ref = F.scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, attn_mask=keep)
+    assert out.shape == (3, 6) and weights.shape == (3, 5) and (weights[:, 3:] == 0).all()
+    torch.testing.assert_close(out, ref)
+    # The decoder decides where to look; the encoder alone decides the values.
+    _, weights2 = cross_attention(_randn(3, 8, seed=9), x, w_q, w_k, w_v)
+    assert not torch.allclose(weights2, cross_attention(y, x, w_q, w_k, w_v)[1])
+
+
+def test_cross_attention_errors_and_the_seeds_wiring():
+    y, x = _randn(3, 8), _randn(5, 7, seed=1)
+    w_q, w_k, w_v = _randn(8, 4), _randn(7, 4), _randn(7, 6)
+    with pytest.raises(ValueError, match=r"w_q must have shape \(d_dec, d_k\)"):
+        cross_attention(y, x, w_k, w_k, w_v)
+    with pytest.raises(ValueError, match="same d_k"):
+        cross_attention(y, x, w_q, _randn(7, 3), w_v)
+    with pytest.raises(ValueError, match="encoder_states must have shape"):
+        cross_attention(y, x[0], w_q, w_k, w_v)
+    # Q and K from the encoder, V from the decoder: 5 keys but 3 values.
+    with pytest.raises(ValueError, match="same length n_k"):
+        scaled_dot_product_attention(x @ w_k, x @ w_k, y @ w_q)
+
+
+# --- tied heads -------------------------------------------------------------------------------------------------
+
+def test_attention_head_matches_torch_and_ties_parameters():
+    torch.manual_seed(0)
+    head = AttentionHead(8, 4, 3).double()
+    x = _randn(2, 5, 8)
+    out, _ = head(x)
+    ref = F.scaled_dot_product_attention(x @ head.w_q, x @ head.w_k, x @ head.w_v)
+    torch.testing.assert_close(out, ref)
+    assert sum(p.numel() for p in head.parameters()) == 8 * 4 * 2 + 8 * 3
+
+    tied_qk = AttentionHead(8, 4, tie_qk=True)
+    assert tied_qk.w_k is tied_qk.w_q and tied_qk.w_v is not tied_qk.w_q
+    assert sum(p.numel() for p in tied_qk.parameters()) == 2 * 8 * 4
+    tied_kv = AttentionHead(8, 4, tie_kv=True)
+    assert tied_kv.w_v is tied_kv.w_k and tied_kv.w_k is not tied_kv.w_q
+    with pytest.raises(ValueError, match="tie_kv needs d_v == d_k"):
+        AttentionHead(8, 4, 3, tie_kv=True)
+    with pytest.raises(ValueError, match="d_model=8"):
+        head(_randn(2, 5, 7))
+
+
+def test_tied_qk_scores_are_a_gram_matrix():
+    torch.manual_seed(1)
+    head = AttentionHead(6, 3, tie_qk=True).double()
+    x = _randn(9, 6)
+    s = (x @ head.w_q) @ (x @ head.w_k).T
+    torch.testing.assert_close(s, s.T)
+    assert torch.linalg.eigvalsh(s.detach()).min() > -1e-10
+    d = s.diagonal()
+    assert (d[:, None] + d[None, :] - 2 * s >= -1e-10).all()
+
+
+# --- models ---------------------------------------------------------------------------------------------------
+
+def test_recall_model_shapes_invariance_and_errors():
+    torch.manual_seed(0)
+    model = RecallModel(10, 7, d_model=16, d_k=4)
+    (keys, values, query), target = recall_sampler(5, 6, 10, 7, seed=0)(0)
+    logits = model(keys, values, query)
+    assert logits.shape == (5, 7)
+    weights = model.attention(keys, values, query)
+    assert weights.shape == (5, 7)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(5))
+    perm = torch.randperm(6)
+    torch.testing.assert_close(model(keys[:, perm], values[:, perm], query), logits)  # pairs are a set
+    with pytest.raises(ValueError, match="expected keys, values"):
+        model(keys, values[:, :3], query)
+    with pytest.raises(TypeError, match="integer ids"):
+        model(keys.float(), values, query)
+
+
+def test_previous_token_model_masks():
+    torch.manual_seed(0)
+    (tokens,), _ = previous_token_sampler(4, 8, 5, seed=0)(0)
+    causal = PreviousTokenModel(5, 8, d_model=16, d_k=4)
+    changed = tokens.clone()
+    changed[:, 5:] = (changed[:, 5:] + 1) % 5
+    torch.testing.assert_close(causal(changed)[:, :5], causal(tokens)[:, :5])  # the future is invisible
+    assert (causal.attention(tokens).triu(1) == 0).all()
+
+    no_self = PreviousTokenModel(5, 8, d_model=16, d_k=4, tie_qk=True, mask_self=True)
+    w = no_self.attention(tokens)
+    assert (w.diagonal(dim1=1, dim2=2) == 0).all() and (w[:, 0] == 0).all()  # row 0 has nothing to attend to
+    torch.testing.assert_close(w[:, 1:].sum(-1), torch.ones(4, 7))
+
+    bidirectional = PreviousTokenModel(5, 8, d_model=16, d_k=4, causal=False)
+    assert (bidirectional.attention(tokens).triu(1) > 0).any()
+    assert bidirectional(tokens[:, :6]).shape == (4, 6, 5)
+    with pytest.raises(ValueError, match="length <= 8"):
+        bidirectional(torch.zeros(2, 9, dtype=torch.long))
+    with pytest.raises(TypeError):
+        bidirectional(tokens.float())
+
+
+def test_samplers_are_seeded():
+    a, b = recall_sampler(4, 3, 6, 5, seed=3), recall_sampler(4, 3, 6, 5, seed=3)
+    for step in range(2):
+        (ka, va, qa), ta = a(step)
+        (kb, vb, qb), tb = b(step)
+        assert torch.equal(ka, kb) and torch.equal(ta, tb)
+    (t1,), y1 = previous_token_sampler(4, 6, 5, seed=1)(0)
+    (t2,), _ = previous_token_sampler(4, 6, 5, seed=2)(0)
+    assert not torch.equal(t1, t2) and torch.equal(y1[:, 1:], t1[:, :-1])
+
+
+def test_run_seeds_learns_recall_and_is_deterministic():
+    test = recall_sampler(500, 4, 8, 8, seed=100)(0)
+
+    def run():
+        return run_seeds(lambda: RecallModel(8, 8, d_model=16, d_k=8), lambda s: recall_sampler(32, 4, 8, 8, s),
+                         test, seeds=(0, 1), steps=150, lr=1e-2)
+
+    accs, models, curves = run()
+    assert len(models) == len(curves) == 2 and len(curves[0]) == 150
+    assert min(accs) > 0.9  # chance is 1/8
+    assert accs == run()[0]
+    assert math.isclose(accs[0], accuracy(models[0], *test))
+    with pytest.raises(ValueError, match="at least one seed"):
+        run_seeds(lambda: RecallModel(8, 8), lambda s: recall_sampler(4, 4, 8, 8, s), test, seeds=(), steps=1)
