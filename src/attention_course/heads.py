@@ -1,0 +1,414 @@
+"""Measurements behind chapter 4: the cost of W^Q, W^K versus one W, the low-rank bottleneck, and a miniature of
+Table 3 (A) of Vaswani et al. (2017).
+
+* Cost: :func:`qk_parameters` and :func:`score_flops` count what it takes to compute the attention scores
+  :math:`X W_i^Q {W_i^K}^\\top X^\\top` of all heads, either factorised (project to :math:`d_k`, then
+  :math:`QK^\\top`) or through one :math:`d_\\text{model}\\times d_\\text{model}` matrix per head;
+  :data:`CONFIGURATIONS` lists real models; :func:`factorised_scores` and :func:`bilinear_scores` are the two
+  computations, so the counts can be checked with PyTorch's FLOP counter.
+* The bottleneck (Bhojanapalli et al., 2020): :func:`fit_attention_patterns` fits one head's
+  :math:`W^Q, W^K` by gradient descent to fixed attention patterns, for several :math:`d_k` at once.
+* Table 3 (A): :func:`two_query_recall` (a task that needs two look-ups from one position),
+  :class:`TwoQueryRecall` (a one-layer model built on :class:`~attention_course.multihead.MultiHeadAttention`) and
+  :func:`head_sweep`, which trains it for several (h, d_k) at fixed :math:`d_\\text{model}`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .data import associative_recall
+from .multihead import MultiHeadAttention
+
+with warnings.catch_warnings():
+    # train.py imports tqdm.auto, which warns (with a machine-specific path) in a Jupyter kernel without
+    # ipywidgets; the book never shows progress bars, and a notebook's output must not depend on the machine.
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    from .train import accuracy, fit
+
+__all__ = [
+    "ModelConfig",
+    "CONFIGURATIONS",
+    "PAPER_TABLE3_A",
+    "qk_parameters",
+    "score_flops",
+    "factorised_scores",
+    "bilinear_scores",
+    "smoothed_permutations",
+    "PatternFit",
+    "fit_attention_patterns",
+    "two_query_recall",
+    "TwoQueryRecall",
+    "HeadSweep",
+    "head_sweep",
+    "single_thread",
+]
+
+
+# ------------------------------------------------------------------------------------------------------ cost
+@dataclass(frozen=True)
+class ModelConfig:
+    """One published configuration.
+
+    Attributes:
+        name: the model's name.
+        d_model, num_heads: width and heads per attention layer (so :math:`d_k = d_\\text{model}/h`).
+        n_ctx: context length used for the FLOP count.
+        attention_layers: attention sub-layers in the whole model (an encoder–decoder counts its decoder's
+            self- and cross-attention separately).
+        cite: the bibliography key of the source.
+    """
+
+    name: str
+    d_model: int
+    num_heads: int
+    n_ctx: int
+    attention_layers: int
+    cite: str
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.num_heads
+
+
+#: Transformer base (Vaswani et al. 2017: 6 encoder layers with self-attention, 6 decoder layers with self- and
+#: cross-attention; no fixed maximum length, 512 used here as for BERT), BERT-base and BERT-large (Devlin et al.
+#: 2019, 12 and 24 layers, 512 positions), GPT-2 small (Radford et al. 2019, 12 layers, 1024 positions).
+CONFIGURATIONS: tuple[ModelConfig, ...] = (
+    ModelConfig("Transformer base", 512, 8, 512, 18, "vaswani2017attention"),
+    ModelConfig("BERT-base", 768, 12, 512, 12, "devlin2019bert"),
+    ModelConfig("BERT-large", 1024, 16, 512, 24, "devlin2019bert"),
+    ModelConfig("GPT-2 small", 768, 12, 1024, 12, "radford2019language"),
+)
+
+#: Vaswani et al. (2017), Table 3 rows (A) and the base model: (h, d_k = d_v, dev perplexity, dev BLEU) on
+#: newstest2013 English–German, all at d_model = 512.
+PAPER_TABLE3_A: tuple[tuple[int, int, float, float], ...] = (
+    (1, 512, 5.29, 24.9),
+    (4, 128, 5.00, 25.5),
+    (8, 64, 4.92, 25.8),
+    (16, 32, 4.91, 25.8),
+    (32, 16, 5.01, 25.4),
+)
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """Run the enclosed block with one PyTorch CPU thread, then restore the previous setting.
+
+    The experiments of chapter 4 use tiny tensors: splitting them across threads costs more in synchronisation
+    than it saves, and on a busy machine waiting threads can slow a step down tenfold. One thread is also the
+    same on every machine, so the floating-point summation order, hence the trained numbers, do not depend on
+    the core count.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_positive(**values: int) -> None:
+    for name, v in values.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
+def qk_parameters(d_model: int, d_k: int, num_heads: int, factorised: bool = True) -> int:
+    """Weights that produce the scores of ``num_heads`` heads (biases excluded).
+
+    Factorised: :math:`W_i^Q, W_i^K` of :math:`d_\\text{model}\\times d_k` each, :math:`2 h\\,d_\\text{model} d_k`.
+    One matrix :math:`W_i` per head: :math:`h\\,d_\\text{model}^2`.
+    """
+    _check_positive(d_model=d_model, d_k=d_k, num_heads=num_heads)
+    return 2 * num_heads * d_model * d_k if factorised else num_heads * d_model**2
+
+
+def score_flops(n: int, d_model: int, d_k: int, num_heads: int, factorised: bool = True) -> int:
+    """Floating-point operations (2 per multiply–add, matrix products only) to compute all heads' ``n × n``
+    scores from ``X`` (``n × d_model``), self-attention.
+
+    Factorised: :math:`Q = XW^Q, K = XW^K` (:math:`2\\cdot n\\,d_\\text{model}\\,h d_k` multiply–adds), then
+    :math:`QK^\\top` per head (:math:`h\\,n^2 d_k`). One matrix per head: :math:`XW_i` (:math:`n\\,d_\\text{model}^2`)
+    then :math:`(XW_i)X^\\top` (:math:`n^2 d_\\text{model}`), times :math:`h`.
+    """
+    _check_positive(n=n, d_model=d_model, d_k=d_k, num_heads=num_heads)
+    if factorised:
+        return 2 * (2 * n * d_model * num_heads * d_k + num_heads * n * n * d_k)
+    return 2 * num_heads * (n * d_model**2 + n * n * d_model)
+
+
+def factorised_scores(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor) -> torch.Tensor:
+    """Unscaled scores :math:`(XW_i^Q)(XW_i^K)^\\top` of every head.
+
+    Args:
+        x: ``(n, d_model)``; w_q, w_k: ``(h, d_model, d_k)``.
+
+    Returns:
+        ``(h, n, n)``.
+    """
+    if x.ndim != 2 or w_q.ndim != 3 or w_q.shape != w_k.shape or w_q.shape[1] != x.shape[1]:
+        raise ValueError(f"expected x (n, d_model) and w_q, w_k (h, d_model, d_k), got x {tuple(x.shape)}, "
+                         f"w_q {tuple(w_q.shape)}, w_k {tuple(w_k.shape)}")
+    h, d_model, d_k = w_q.shape
+    q = (x @ w_q.permute(1, 0, 2).reshape(d_model, h * d_k)).unflatten(1, (h, d_k)).transpose(0, 1)
+    k = (x @ w_k.permute(1, 0, 2).reshape(d_model, h * d_k)).unflatten(1, (h, d_k)).transpose(0, 1)
+    return q @ k.transpose(1, 2)
+
+
+def bilinear_scores(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Unscaled scores :math:`X W_i X^\\top` through one :math:`d_\\text{model}\\times d_\\text{model}` matrix per head.
+
+    Args:
+        x: ``(n, d_model)``; w: ``(h, d_model, d_model)``.
+
+    Returns:
+        ``(h, n, n)``.
+    """
+    if x.ndim != 2 or w.ndim != 3 or w.shape[1:] != (x.shape[1], x.shape[1]):
+        raise ValueError(f"expected x (n, d_model) and w (h, d_model, d_model), got x {tuple(x.shape)}, "
+                         f"w {tuple(w.shape)}")
+    return (x @ w) @ x.T
+
+
+# -------------------------------------------------------------------------------------- low-rank bottleneck
+def smoothed_permutations(
+    m: int, n: int, peak: float = 0.9, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """``m`` random permutation patterns over ``n`` tokens, made strictly positive.
+
+    Query ``i`` puts weight ``peak`` on key ``π(i)`` for a random permutation ``π`` and spreads ``1 - peak``
+    evenly over the other ``n - 1`` keys. Returns ``(m, n, n)`` float64, rows summing to 1.
+    """
+    _check_positive(m=m, n=n)
+    if n < 2 or not (1.0 / n < peak < 1.0):
+        raise ValueError(f"need n >= 2 and 1/n < peak < 1, got n={n}, peak={peak}")
+    perms = torch.rand(m, n, generator=generator).argsort(dim=-1)
+    p = torch.full((m, n, n), (1.0 - peak) / (n - 1), dtype=torch.float64)
+    return p.scatter_(2, perms[..., None], peak)
+
+
+class PatternFit(NamedTuple):
+    """What :func:`fit_attention_patterns` returns.
+
+    Attributes:
+        d_k: the head widths tried, ``(D,)``.
+        kl: final mean KL(target ‖ fit) per query, ``(D, m)``.
+        curve: mean over targets of that KL at every step, ``(D, steps)``.
+        weights: the fitted attention patterns, ``(D, m, n, n)``.
+    """
+
+    d_k: list[int]
+    kl: torch.Tensor
+    curve: torch.Tensor
+    weights: torch.Tensor
+
+
+def fit_attention_patterns(
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    d_k_values: Sequence[int],
+    steps: int = 2000,
+    lr: float = 0.05,
+    seed: int = 0,
+) -> PatternFit:
+    """Fit one attention head, :math:`\\operatorname{softmax}(XW^Q{W^K}^\\top X^\\top/\\sqrt{d_k})`, to each target
+    pattern, for every ``d_k`` in ``d_k_values`` (chapter 4, §4.4; Bhojanapalli et al., 2020).
+
+    Every (d_k, target) pair has its own :math:`W^Q, W^K` (``d_model × d_k``); all are trained together by Adam on
+    the sum of their losses, which leaves the problems independent. The loss is the mean over queries of
+    KL(target row ‖ fitted row), and the learning rate decays from ``lr`` to 0 on a cosine schedule. The error
+    left after training estimates the best a head of that width can do.
+
+    Args:
+        x: token representations, ``(n, d_model)``.
+        targets: ``(m, n, n)`` attention patterns, rows positive and summing to 1.
+        d_k_values: head widths to try, each ``≥ 1``.
+        steps, lr: Adam's steps and learning rate.
+        seed: seeds the initial weights.
+
+    Returns:
+        A :class:`PatternFit`.
+    """
+    if x.ndim != 2 or targets.ndim != 3 or targets.shape[1:] != (x.shape[0], x.shape[0]):
+        raise ValueError(f"expected x (n, d_model) and targets (m, n, n), got x {tuple(x.shape)} and targets "
+                         f"{tuple(targets.shape)}")
+    if not bool((targets > 0).all()) or not torch.allclose(targets.sum(-1), torch.ones((), dtype=targets.dtype)):
+        raise ValueError("targets must be strictly positive with rows summing to 1")
+    d_ks = [int(d) for d in d_k_values]
+    if not d_ks or min(d_ks) < 1:
+        raise ValueError(f"d_k_values must be positive integers, got {list(d_k_values)}")
+    dtype = x.dtype
+    n, d_model = x.shape
+    m, n_d, d_max = targets.shape[0], len(d_ks), max(d_ks)
+    gen = torch.Generator().manual_seed(seed)
+    # One zero-padded (d_model × d_max) pair per problem; the columns beyond each d_k are masked to zero.
+    cols = (torch.arange(d_max)[None, :] < torch.tensor(d_ks)[:, None]).to(dtype)[:, None, None, :]
+    init = 1.0 / math.sqrt(d_model)
+    w_q = (torch.randn(n_d, m, d_model, d_max, generator=gen, dtype=dtype) * init * cols).requires_grad_()
+    w_k = (torch.randn(n_d, m, d_model, d_max, generator=gen, dtype=dtype) * init * cols).requires_grad_()
+    scale = torch.tensor([1.0 / math.sqrt(d) for d in d_ks], dtype=dtype)[:, None, None, None]
+    log_t = targets.to(dtype).log()
+    opt = torch.optim.Adam([w_q, w_k], lr=lr)
+    # Cosine decay to zero: the final error is where the descent settles, not a snapshot of Adam's jitter.
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    curve = torch.empty(n_d, steps, dtype=dtype)
+
+    def kl_of(wq: torch.Tensor, wk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_a = ((x @ (wq * cols)) @ (x @ (wk * cols)).transpose(-2, -1) * scale).log_softmax(dim=-1)
+        return (targets * (log_t - log_a)).sum(-1).mean(-1), log_a  # (D, m)
+
+    with single_thread():
+        for step in range(steps):
+            kl, _ = kl_of(w_q, w_k)
+            opt.zero_grad(set_to_none=True)
+            kl.sum().backward()
+            opt.step()
+            schedule.step()
+            curve[:, step] = kl.detach().mean(-1)
+        with torch.no_grad():
+            kl, log_a = kl_of(w_q, w_k)
+    return PatternFit(d_ks, kl, curve, log_a.exp())
+
+
+# ------------------------------------------------------------------------------------- Table 3 (A) in small
+def two_query_recall(
+    batch: int, n_pairs: int, n_keys: int, n_values: int, generator: torch.Generator | None = None
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Associative recall with two queries answered at once (chapter 4, §4.8).
+
+    Each sequence stores ``n_pairs`` (key, value) pairs (:func:`~attention_course.data.associative_recall`) and
+    asks for the values of two *different* stored keys ``a`` and ``b`` in one answer, the class
+    ``value(a) · n_values + value(b)``. One position must therefore retrieve two items and keep them apart.
+
+    Returns:
+        ``((keys, values, query_a, query_b), target)``: ``keys``, ``values`` ``(batch, n_pairs)``;
+        ``query_a``, ``query_b``, ``target`` ``(batch,)``, ``target`` in ``[0, n_values²)``.
+    """
+    if n_pairs < 2:
+        raise ValueError(f"two different queries need n_pairs >= 2, got {n_pairs}")
+    first = associative_recall(batch, n_pairs, n_keys, n_values, generator)
+    shift = torch.randint(1, n_pairs, (batch,), generator=generator)
+    pos_b = (first.position + shift) % n_pairs
+    rows = torch.arange(batch)
+    query_b, value_b = first.keys[rows, pos_b], first.values[rows, pos_b]
+    return (first.keys, first.values, first.query, query_b), first.target * n_values + value_b
+
+
+class TwoQueryRecall(nn.Module):
+    """A one-layer model for :func:`two_query_recall`: cross-attention from the question to the stored pairs.
+
+    The stored pair ``j`` is the vector ``E_key[k_j] + E_value[v_j]``; the question is
+    ``E_a[query_a] + E_b[query_b]`` (two tables, so the model knows which query is which). One
+    :class:`~attention_course.multihead.MultiHeadAttention` (``d_model``, ``num_heads``) reads the pairs, a residual
+    connection adds the question back, and an MLP (``LayerNorm``, ``d_model → 4 d_model → n_values²``) answers.
+    Only the attention layer changes with ``num_heads``; its parameter count does not.
+
+    Input shapes: ``keys``, ``values`` ``(batch, n_pairs)``; ``query_a``, ``query_b`` ``(batch,)``.
+    Output: logits ``(batch, n_values²)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, n_keys: int, n_values: int) -> None:
+        super().__init__()
+        self.n_values = n_values
+        self.key_embedding = nn.Embedding(n_keys, d_model)
+        self.value_embedding = nn.Embedding(n_values, d_model)
+        self.query_a_embedding = nn.Embedding(n_keys, d_model)
+        self.query_b_embedding = nn.Embedding(n_keys, d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads, batch_first=True)
+        self.readout = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, 4 * d_model), nn.ReLU(),
+                                     nn.Linear(4 * d_model, n_values**2))
+
+    def _embed(
+        self, keys: torch.Tensor, values: torch.Tensor, query_a: torch.Tensor, query_b: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        memory = self.key_embedding(keys) + self.value_embedding(values)  # (batch, n_pairs, d_model)
+        question = (self.query_a_embedding(query_a) + self.query_b_embedding(query_b))[:, None]  # (batch, 1, d)
+        return memory, question
+
+    def forward(
+        self, keys: torch.Tensor, values: torch.Tensor, query_a: torch.Tensor, query_b: torch.Tensor
+    ) -> torch.Tensor:
+        memory, question = self._embed(keys, values, query_a, query_b)
+        read, _ = self.attn(question, memory, memory, need_weights=False)
+        return self.readout((question + read)[:, 0])
+
+    @torch.no_grad()
+    def attention_weights(
+        self, keys: torch.Tensor, values: torch.Tensor, query_a: torch.Tensor, query_b: torch.Tensor
+    ) -> torch.Tensor:
+        """Every head's attention from the question to the stored pairs, ``(batch, num_heads, n_pairs)``."""
+        memory, question = self._embed(keys, values, query_a, query_b)
+        _, weights = self.attn(question, memory, memory, need_weights=True, average_attn_weights=False)
+        return weights[:, :, 0]
+
+
+@dataclass
+class HeadSweep:
+    """Results of :func:`head_sweep`: per number of heads, one entry per seed.
+
+    Attributes:
+        d_model: the fixed width.
+        heads: the numbers of heads tried; ``d_k = d_model // h``.
+        accuracy, loss: ``h -> [test accuracy or test cross-entropy per seed]``.
+        models: ``h -> the trained model of the first seed``.
+    """
+
+    d_model: int
+    heads: list[int]
+    accuracy: dict[int, list[float]] = field(default_factory=dict)
+    loss: dict[int, list[float]] = field(default_factory=dict)
+    models: dict[int, TwoQueryRecall] = field(default_factory=dict)
+
+
+def head_sweep(
+    d_model: int = 32,
+    heads: Sequence[int] = (1, 2, 4, 8, 16),
+    seeds: Sequence[int] = (0, 1, 2),
+    steps: int = 400,
+    batch: int = 128,
+    lr: float = 5e-3,
+    n_pairs: int = 8,
+    n_keys: int = 16,
+    n_values: int = 8,
+    test_size: int = 2000,
+) -> HeadSweep:
+    """Train :class:`TwoQueryRecall` for every number of heads at fixed ``d_model`` (Table 3 (A) in miniature).
+
+    Every run sees a fresh seeded stream of training batches (:func:`~attention_course.train.fit`) and is scored
+    on one held-out test set, shared by all runs. Seed ``s`` fixes both the initial weights and the batches.
+    Runs on one CPU thread (:func:`single_thread`).
+
+    Returns:
+        A :class:`HeadSweep` with test accuracy and test cross-entropy per (h, seed).
+    """
+    for h in heads:
+        if d_model % h:
+            raise ValueError(f"every number of heads must divide d_model={d_model}, got {h}")
+    test_inputs, test_target = two_query_recall(test_size, n_pairs, n_keys, n_values,
+                                                torch.Generator().manual_seed(10_000))
+    result = HeadSweep(d_model, list(heads))
+    with single_thread():
+        for h in heads:
+            result.accuracy[h], result.loss[h] = [], []
+            for s in seeds:
+                torch.manual_seed(s)
+                model = TwoQueryRecall(d_model, h, n_keys, n_values)
+                gen = torch.Generator().manual_seed(1_000 + s)
+                fit(model, lambda step, g=gen: two_query_recall(batch, n_pairs, n_keys, n_values, g), steps, lr=lr)
+                result.accuracy[h].append(accuracy(model, test_inputs, test_target))
+                with torch.no_grad():
+                    result.loss[h].append(float(F.cross_entropy(model(*test_inputs), test_target)))
+                if h not in result.models:
+                    result.models[h] = model
+    return result

@@ -1,0 +1,146 @@
+"""heads.py: the cost counters against PyTorch's FLOP counter, the pattern fit against the rank bound, the
+two-query task against its definition, and the head sweep's bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from attention_course import heads as hd
+
+
+@pytest.mark.parametrize("n,d_model,h", [(5, 8, 2), (7, 12, 3), (16, 16, 1)])
+def test_counts_match_flop_counter_and_scores_agree(n, d_model, h):
+    gen = torch.Generator().manual_seed(n)
+    d_k = d_model // h
+    x = torch.randn(n, d_model, generator=gen, dtype=torch.float64)
+    w_q, w_k = (torch.randn(h, d_model, d_k, generator=gen, dtype=torch.float64) for _ in range(2))
+    with FlopCounterMode(display=False) as fact:
+        s_fact = hd.factorised_scores(x, w_q, w_k)
+    w_full = w_q @ w_k.transpose(1, 2)  # formed outside the counter: only the scores are counted
+    with FlopCounterMode(display=False) as full:
+        s_full = hd.bilinear_scores(x, w_full)
+    assert fact.get_total_flops() == hd.score_flops(n, d_model, d_k, h)
+    assert full.get_total_flops() == hd.score_flops(n, d_model, d_k, h, factorised=False)
+    torch.testing.assert_close(s_fact, s_full)
+    for i in range(h):  # head i's scores are (X W_i^Q)(X W_i^K)ᵀ
+        torch.testing.assert_close(s_fact[i], (x @ w_q[i]) @ (x @ w_k[i]).T)
+    assert hd.qk_parameters(d_model, d_k, h) == 2 * d_model * d_model  # h · 2 · d_model · d_model/h
+    assert hd.qk_parameters(d_model, d_k, h, factorised=False) == h * d_model**2
+
+
+def test_counter_and_shape_errors():
+    with pytest.raises(ValueError, match="positive integer"):
+        hd.qk_parameters(0, 4, 2)
+    with pytest.raises(ValueError, match="positive integer"):
+        hd.score_flops(4, 8, 4, 1.5)
+    with pytest.raises(ValueError, match=r"w_q, w_k \(h, d_model, d_k\)"):
+        hd.factorised_scores(torch.randn(3, 4), torch.randn(2, 5, 2), torch.randn(2, 5, 2))
+    with pytest.raises(ValueError, match=r"w \(h, d_model, d_model\)"):
+        hd.bilinear_scores(torch.randn(3, 4), torch.randn(2, 4, 3))
+
+
+def test_configurations_and_paper_table():
+    assert [c.d_k for c in hd.CONFIGURATIONS] == [64, 64, 64, 64]
+    assert [(c.d_model, c.num_heads) for c in hd.CONFIGURATIONS] == [(512, 8), (768, 12), (1024, 16), (768, 12)]
+    assert all(h * d_k == 512 for h, d_k, _, _ in hd.PAPER_TABLE3_A)
+
+
+def test_smoothed_permutations():
+    p = hd.smoothed_permutations(5, 6, peak=0.8, generator=torch.Generator().manual_seed(0))
+    assert p.shape == (5, 6, 6) and p.dtype == torch.float64
+    torch.testing.assert_close(p.sum(-1), torch.ones(5, 6, dtype=torch.float64))
+    peaks = p.argmax(-1)
+    assert all(sorted(row.tolist()) == list(range(6)) for row in peaks)  # the peaks form a permutation
+    assert torch.all(p.amax(-1) == 0.8) and torch.allclose(p.amin(-1), torch.full((5, 6), 0.04, dtype=torch.float64))
+    with pytest.raises(ValueError, match="peak"):
+        hd.smoothed_permutations(1, 4, peak=0.2)
+
+
+def test_fit_attention_patterns_meets_the_rank_bound():
+    n = 6
+    gen = torch.Generator().manual_seed(1)
+    x = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64))[0] * math.sqrt(n)
+    targets = hd.smoothed_permutations(2, n, generator=gen)
+    fit = hd.fit_attention_patterns(x, targets, [1, 3, 4, 5, 6], steps=800, lr=0.05)
+    assert fit.kl.shape == (5, 2) and fit.curve.shape == (5, 800) and fit.weights.shape == (5, 2, n, n)
+    best = fit.kl.mean(1)
+    assert (best[:3] > 1e-3).all()  # d_k <= n - 2: impossible
+    assert (best[3:] < 1e-8).all()  # d_k >= n - 1: exact
+    torch.testing.assert_close(fit.weights[3], targets, atol=1e-4, rtol=0)
+    again = hd.fit_attention_patterns(x, targets, [1, 3, 4, 5, 6], steps=800, lr=0.05)
+    assert torch.equal(again.kl, fit.kl)  # seeded: reproducible
+
+
+def test_fit_attention_patterns_errors():
+    x = torch.randn(4, 4, dtype=torch.float64)
+    good = hd.smoothed_permutations(1, 4)
+    with pytest.raises(ValueError, match=r"targets \(m, n, n\)"):
+        hd.fit_attention_patterns(x, good[:, :3], [1])
+    with pytest.raises(ValueError, match="strictly positive"):
+        hd.fit_attention_patterns(x, torch.eye(4, dtype=torch.float64)[None], [1])
+    with pytest.raises(ValueError, match="positive integers"):
+        hd.fit_attention_patterns(x, good, [0, 2])
+
+
+def test_two_query_recall_targets():
+    (keys, values, qa, qb), target = hd.two_query_recall(200, 5, 9, 4, torch.Generator().manual_seed(2))
+    assert keys.shape == values.shape == (200, 5) and qa.shape == qb.shape == target.shape == (200,)
+    assert torch.all(qa != qb)
+    for row in range(200):
+        pos_a = (keys[row] == qa[row]).nonzero().item()
+        pos_b = (keys[row] == qb[row]).nonzero().item()
+        assert target[row] == values[row, pos_a] * 4 + values[row, pos_b]
+    with pytest.raises(ValueError, match="n_pairs >= 2"):
+        hd.two_query_recall(2, 1, 9, 4)
+
+
+def test_model_shapes_and_same_attention_parameters_for_every_h():
+    (keys, values, qa, qb), _ = hd.two_query_recall(3, 4, 8, 5)
+    sizes = set()
+    for h in (1, 2, 4, 8):
+        model = hd.TwoQueryRecall(8, h, 8, 5)
+        assert model(keys, values, qa, qb).shape == (3, 25)
+        sizes.add(sum(p.numel() for p in model.attn.parameters()))
+    assert len(sizes) == 1
+
+
+def test_attention_weights_are_the_forward_pass_weights():
+    (keys, values, qa, qb), _ = hd.two_query_recall(5, 4, 8, 5, torch.Generator().manual_seed(3))
+    torch.manual_seed(4)
+    model = hd.TwoQueryRecall(8, 2, 8, 5)
+    w = model.attention_weights(keys, values, qa, qb)
+    assert w.shape == (5, 2, 4) and not w.requires_grad
+    torch.testing.assert_close(w.sum(-1), torch.ones(5, 2))
+    # Recompute the forward pass from these weights: the same logits.
+    memory = model.key_embedding(keys) + model.value_embedding(values)
+    question = (model.query_a_embedding(qa) + model.query_b_embedding(qb))[:, None]
+    _, _, w_v = model.attn.in_proj_weight.split(8)
+    _, _, b_v = model.attn.in_proj_bias.split(8)
+    v = torch.nn.functional.linear(memory, w_v, b_v).unflatten(-1, (2, 4)).transpose(1, 2)  # (5, 2, 4, d_k)
+    read = model.attn.out_proj((w[:, :, None] @ v).squeeze(2).flatten(1))
+    torch.testing.assert_close(model.readout(question[:, 0] + read), model(keys, values, qa, qb))
+
+
+def test_head_sweep_bookkeeping_and_threads():
+    before = torch.get_num_threads()
+    sweep = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, batch=16, test_size=64)
+    assert torch.get_num_threads() == before  # single_thread restored the setting
+    assert sweep.heads == [1, 4] and set(sweep.models) == {1, 4}
+    assert all(len(sweep.accuracy[h]) == len(sweep.loss[h]) == 2 for h in (1, 4))
+    assert all(0.0 <= a <= 1.0 for h in (1, 4) for a in sweep.accuracy[h])
+    again = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, batch=16, test_size=64)
+    assert again.loss == sweep.loss  # seeded: reproducible
+    with pytest.raises(ValueError, match="divide d_model"):
+        hd.head_sweep(d_model=8, heads=(3,))
+
+
+def test_single_thread_restores_after_error():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError), hd.single_thread():
+        assert torch.get_num_threads() == 1
+        raise RuntimeError
+    assert torch.get_num_threads() == before
