@@ -31,3 +31,38 @@ def test_previous_token():
     assert torch.all(targets[:, 0] == -100) and torch.equal(targets[:, 1:], tokens[:, :-1])
     with pytest.raises(ValueError):
         previous_token(2, 1, 7)
+
+
+# ------------------------------------------------------------------------------------------- chapter 5
+def test_reverse_digits_targets_are_reversed_sources():
+    from attention_course.data import BOS_ID, EOS_ID, FIRST_SYMBOL, PAD_ID, reverse_digits
+
+    b = reverse_digits(200, 1, 7, torch.Generator().manual_seed(0))
+    assert b.src.shape == (200, 7) and b.tgt.shape == (200, 9)
+    assert int(b.lengths.min()) >= 1 and int(b.lengths.max()) <= 7 and len(set(b.lengths.tolist())) > 3
+    for src, tgt, m in zip(b.src.tolist(), b.tgt.tolist(), b.lengths.tolist(), strict=True):
+        assert all(FIRST_SYMBOL <= t < FIRST_SYMBOL + 10 for t in src[:m]) and src[m:] == [PAD_ID] * (7 - m)
+        assert tgt == [BOS_ID, *src[:m][::-1], EOS_ID] + [PAD_ID] * (7 - m)
+    again = reverse_digits(200, 1, 7, torch.Generator().manual_seed(0))
+    assert torch.equal(again.src, b.src) and torch.equal(again.tgt, b.tgt)
+
+
+def test_reverse_digits_splits_are_disjoint():
+    from attention_course.data import reverse_digits
+
+    train = reverse_digits(3000, 1, 3, torch.Generator().manual_seed(1), n_symbols=5)
+    test = reverse_digits(3000, 1, 3, torch.Generator().manual_seed(1), n_symbols=5, split="test")
+    seen, held = {tuple(r) for r in train.src.tolist()}, {tuple(r) for r in test.src.tolist()}
+    assert seen and held and not seen & held
+    assert 0.03 < len(held) / (len(seen) + len(held)) < 0.25  # about one string in ten is held out
+
+
+def test_reverse_digits_errors():
+    from attention_course.data import reverse_digits
+
+    with pytest.raises(ValueError, match="min_len <= max_len"):
+        reverse_digits(2, 5, 3)
+    with pytest.raises(ValueError, match="2 symbols"):
+        reverse_digits(2, 1, 3, n_symbols=1)
+    with pytest.raises(ValueError, match="split"):
+        reverse_digits(2, 1, 3, split="valid")

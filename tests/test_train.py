@@ -41,3 +41,95 @@ def test_accuracy_ignores_minus_100():
 def test_mean_std():
     assert mean_std([1.0, 2.0, 3.0], digits=2) == "2.00 ± 1.00"
     assert mean_std([0.5]) == "0.500 ± 0.000"
+
+
+# ------------------------------------------------------------------------------------------- chapter 5
+def test_transformer_lr_is_the_papers_schedule():
+    import math
+
+    import pytest
+
+    from attention_course.train import transformer_lr
+
+    d, w = 512, 4000
+    assert math.isclose(transformer_lr(1, d, w), d**-0.5 * w**-1.5)  # warm-up branch
+    assert math.isclose(transformer_lr(100, d, w), 100 * d**-0.5 * w**-1.5)  # linear in the step
+    assert math.isclose(transformer_lr(16000, d, w), d**-0.5 / 16000**0.5)  # decay branch
+    peak = transformer_lr(w, d, w)
+    assert math.isclose(peak, 1 / math.sqrt(d * w))
+    assert all(transformer_lr(s, d, w) <= peak for s in range(1, 3 * w, 97))
+    assert math.isclose(transformer_lr(10, d, w, factor=2.0), 2 * transformer_lr(10, d, w))
+    with pytest.raises(ValueError, match="step >= 1"):
+        transformer_lr(0, d, w)
+
+
+def test_label_smoothing_equals_pytorch_and_is_smoothed():
+    import pytest
+    import torch.nn.functional as F
+
+    from attention_course.train import label_smoothed_cross_entropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 5, 7, generator=g, dtype=torch.float64)
+    targets = torch.randint(0, 7, (6, 5), generator=g)
+    targets[0, :2] = -100
+    for eps in (0.0, 0.1, 0.3):
+        ours = label_smoothed_cross_entropy(logits, targets, eps)
+        ref = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1), label_smoothing=eps)
+        torch.testing.assert_close(ours, ref.float(), rtol=1e-6, atol=1e-6)
+    # a perfect, confident prediction still costs something with smoothing
+    sure = torch.full((1, 7), -30.0)
+    sure[0, 3] = 30.0
+    assert label_smoothed_cross_entropy(sure, torch.tensor([3]), 0.0) < 1e-6
+    assert label_smoothed_cross_entropy(sure, torch.tensor([3]), 0.1) > 1.0
+    with pytest.raises(ValueError, match="smoothing"):
+        label_smoothed_cross_entropy(logits, targets, 1.0)
+    with pytest.raises(ValueError, match="disagree"):
+        label_smoothed_cross_entropy(logits, targets[:, :3])
+
+
+def _tiny_reversal():
+    from attention_course.data import reverse_digits
+    from attention_course.transformer import Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(13, d_model=32, nhead=4, num_encoder_layers=1, num_decoder_layers=1,
+                               dim_feedforward=64, dropout=0.0, max_len=16)
+    g = torch.Generator().manual_seed(1)
+
+    def sample(step):
+        b = reverse_digits(32, 1, 4, g)
+        return b.src, b.tgt
+
+    return model, sample
+
+
+def test_fit_seq2seq_learns_deterministically_and_follows_the_schedule():
+    from attention_course.train import fit_seq2seq, transformer_lr
+
+    runs = []
+    for _ in range(2):
+        model, sample = _tiny_reversal()
+        runs.append(fit_seq2seq(model, sample, 150, warmup=50, factor=1.0))
+    assert runs[0].loss == runs[1].loss
+    assert sum(runs[0].loss[-10:]) / 10 < 0.6 * sum(runs[0].loss[:10]) / 10
+    assert runs[0].extra["lr"][49] == transformer_lr(50, 32, 50) == max(runs[0].extra["lr"])
+    assert not model.training
+
+
+def test_exact_match_counts_whole_sequences():
+    from attention_course.data import BOS_ID, EOS_ID, reverse_digits
+    from attention_course.train import exact_match, fit_seq2seq
+
+    model, sample = _tiny_reversal()
+    held = reverse_digits(100, 1, 4, torch.Generator().manual_seed(2), split="test")
+    before = exact_match(model, held.src, held.tgt, bos_id=BOS_ID, eos_id=EOS_ID)
+    fit_seq2seq(model, sample, 400, warmup=100, factor=1.0)
+    after = exact_match(model, held.src, held.tgt, bos_id=BOS_ID, eos_id=EOS_ID)
+    assert before < 0.1 < 0.5 < after
+    # a wrong target anywhere makes the sequence count as wrong
+    corrupted = held.tgt.clone()
+    corrupted[:, 1] = (corrupted[:, 1] - 3 + 1) % 10 + 3
+    assert exact_match(model, held.src, corrupted, bos_id=BOS_ID, eos_id=EOS_ID) < 0.05
+    assert exact_match(model, held.src, held.tgt, bos_id=BOS_ID, eos_id=EOS_ID, use_cache=False,
+                       batch_size=7) == after

@@ -79,3 +79,89 @@ def previous_token(
     targets = torch.full_like(tokens, -100)
     targets[:, 1:] = tokens[:, :-1]
     return tokens, targets
+
+
+# --------------------------------------------------------------------------------------------- chapter 5
+#: Special token ids of the sequence-to-sequence tasks; symbols (digits) start at ``FIRST_SYMBOL``.
+PAD_ID, BOS_ID, EOS_ID, FIRST_SYMBOL = 0, 1, 2, 3
+
+
+class Seq2SeqBatch(NamedTuple):
+    """One batch of a sequence-to-sequence task (chapter 5).
+
+    Attributes:
+        src: ``(batch, n_src)`` source ids, padded on the right with ``PAD_ID``.
+        tgt: ``(batch, n_tgt)`` target ids ``BOS y_1 … y_m EOS``, padded with ``PAD_ID``: a model reads
+            ``tgt[:, :-1]`` and is trained to predict ``tgt[:, 1:]`` (ignoring ``PAD_ID``).
+        lengths: ``(batch,)`` source lengths ``m``.
+    """
+
+    src: torch.Tensor
+    tgt: torch.Tensor
+    lengths: torch.Tensor
+
+
+def _is_held_out(digits: torch.Tensor, lengths: torch.Tensor, n_symbols: int) -> torch.Tensor:
+    """A fixed rule splitting every possible string into train (9/10) and held-out (1/10): a hash of the string
+    (its digits in base ``n_symbols`` plus its length, mod 10) equal to 0 marks it held out."""
+    pos = torch.arange(digits.shape[1])
+    real = pos[None, :] < lengths[:, None]
+    weights = torch.tensor([pow(n_symbols + 3, int(i), 1_000_003) for i in pos], dtype=torch.long)
+    code = ((digits * real) * weights).sum(dim=1) + 7 * lengths
+    return (code * 2_654_435_761 % 1_000_003) % 10 == 0
+
+
+def reverse_digits(
+    batch: int,
+    min_len: int,
+    max_len: int,
+    generator: torch.Generator | None = None,
+    *,
+    n_symbols: int = 10,
+    split: str = "train",
+) -> Seq2SeqBatch:
+    """Reverse a string of digits: source ``d_1 … d_m``, target ``BOS d_m … d_1 EOS`` (chapter 5).
+
+    Lengths ``m`` are uniform in ``[min_len, max_len]``. Every string belongs to exactly one ``split`` by a
+    fixed hash (about 1 in 10 is ``"test"``), so a model trained on ``"train"`` batches is evaluated on strings
+    it has never seen. Ids: ``PAD_ID = 0``, ``BOS_ID = 1``, ``EOS_ID = 2``, symbols ``3 … 3 + n_symbols − 1``
+    (vocabulary size ``n_symbols + 3``). To solve it the decoder's output position ``t`` must read source
+    position ``m + 1 − t``: in cross-attention, an anti-diagonal.
+
+    Returns:
+        A :class:`Seq2SeqBatch` with ``src`` ``(batch, max_len)`` and ``tgt`` ``(batch, max_len + 2)``.
+
+    Raises:
+        ValueError: ``1 <= min_len <= max_len`` violated, ``n_symbols < 2`` or an unknown split.
+    """
+    if not 1 <= min_len <= max_len:
+        raise ValueError(f"need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+    if n_symbols < 2:
+        raise ValueError(f"need at least 2 symbols, got n_symbols={n_symbols}")
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    want_test = split == "test"
+    digits = torch.empty(batch, max_len, dtype=torch.long)
+    lengths = torch.empty(batch, dtype=torch.long)
+    todo = torch.ones(batch, dtype=torch.bool)
+    while bool(todo.any()):  # draw, keep the rows of the requested split, redraw the rest
+        k = int(todo.sum())
+        d = torch.randint(0, n_symbols, (k, max_len), generator=generator)
+        n = torch.randint(min_len, max_len + 1, (k,), generator=generator)
+        ok = _is_held_out(d, n, n_symbols) == want_test
+        idx = todo.nonzero().squeeze(1)[ok]
+        digits[idx], lengths[idx] = d[ok], n[ok]
+        todo[idx] = False
+    pos = torch.arange(max_len)
+    real = pos[None, :] < lengths[:, None]
+    src = torch.where(real, digits + FIRST_SYMBOL, PAD_ID)
+    rev_idx = (lengths[:, None] - 1 - pos[None, :]).clamp_min(0)
+    rev = torch.where(real, src.gather(1, rev_idx), PAD_ID)
+    tgt = torch.full((batch, max_len + 2), PAD_ID, dtype=torch.long)
+    tgt[:, 0] = BOS_ID
+    tgt[:, 1:-1] = rev
+    tgt[torch.arange(batch), lengths + 1] = EOS_ID
+    return Seq2SeqBatch(src, tgt, lengths)
+
+
+__all__ += ["BOS_ID", "EOS_ID", "FIRST_SYMBOL", "PAD_ID", "Seq2SeqBatch", "reverse_digits"]

@@ -92,3 +92,144 @@ def mean_std(values: Sequence[float], digits: int = 3) -> str:
     m = statistics.fmean(values)
     s = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+# --------------------------------------------------------------------------------------------- chapter 5
+def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
+    r"""The learning-rate schedule of Vaswani et al. (2017), eq. (3), chapter 5:
+
+    :math:`\text{lr} = \text{factor}\cdot d_\text{model}^{-1/2}\cdot\min(\text{step}^{-1/2},\;
+    \text{step}\cdot\text{warmup}^{-3/2})`, for ``step ≥ 1``: a linear warm-up for ``warmup`` steps, then a decay
+    proportional to the inverse square root of the step. The two branches meet at ``step = warmup``, where the
+    rate peaks at ``factor / sqrt(d_model · warmup)``.
+
+    Raises:
+        ValueError: ``step < 1``, ``d_model < 1`` or ``warmup < 1``.
+    """
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError(f"need step >= 1, d_model >= 1, warmup >= 1; got step={step}, d_model={d_model}, "
+                         f"warmup={warmup}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, ignore_index: int = -100
+) -> torch.Tensor:
+    r"""Cross-entropy against a smoothed target distribution, written out (chapter 5; the paper uses
+    :math:`\epsilon_{ls} = 0.1`).
+
+    The target puts :math:`1 - \epsilon` on the correct class and spreads :math:`\epsilon` uniformly over all
+    :math:`K` classes: :math:`q = (1-\epsilon)\,\text{onehot}(y) + \epsilon/K`. The loss
+    :math:`-\sum_k q_k \log p_k = (1-\epsilon)\,(-\log p_y) + \epsilon\cdot\text{mean}_k(-\log p_k)` never reaches 0:
+    the model is discouraged from becoming over-confident. Equals
+    ``F.cross_entropy(logits, targets, label_smoothing=smoothing, ignore_index=ignore_index)`` (tested).
+
+    Args:
+        logits: ``(N, K)`` (or ``(..., K)``, flattened). targets: ``(N,)`` class ids (or ``(...)``).
+        smoothing: :math:`\epsilon \in [0, 1)`.
+        ignore_index: targets equal to it do not count (mean over the others).
+    """
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits (..., K) and targets (...) disagree: got {tuple(logits.shape)} and "
+                         f"{tuple(targets.shape)}")
+    logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).float(), dim=-1)
+    y = targets.reshape(-1)
+    keep = y != ignore_index
+    logp, y = logp[keep], y[keep]
+    nll = -logp.gather(1, y[:, None]).squeeze(1)
+    uniform = -logp.mean(dim=-1)
+    return ((1.0 - smoothing) * nll + smoothing * uniform).mean()
+
+
+Seq2SeqSampler = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def fit_seq2seq(
+    model: nn.Module,
+    sample: Seq2SeqSampler,
+    steps: int,
+    *,
+    pad_id: int = 0,
+    warmup: int = 4000,
+    factor: float = 1.0,
+    label_smoothing: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.98),
+    eps: float = 1e-9,
+    clip: float | None = 1.0,
+    progress: bool = False,
+) -> History:
+    """Train a sequence-to-sequence model with teacher forcing, the paper's optimiser settings and schedule
+    (chapter 5).
+
+    Each step: ``src, tgt = sample(step)`` (ids, padded with ``pad_id``; ``tgt`` starts with BOS); the model
+    reads ``model(src, tgt[:, :-1])`` and is scored on predicting ``tgt[:, 1:]`` with label-smoothed
+    cross-entropy (padding ignored); Adam with ``betas``, ``eps`` and the learning rate
+    :func:`transformer_lr` ``(step, model.d_model, warmup, factor)``; gradient-norm clipping at ``clip``.
+    Batches are moved to the model's device.
+
+    Args:
+        progress: show a tqdm progress bar on stderr (keep it off in notebooks checked by nbval).
+
+    Returns:
+        A :class:`History` with the loss per step and ``extra["lr"]``, the learning rate used at each step.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be positive, got {steps}")
+    d_model = int(model.d_model)
+    device = next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
+    hist = History(extra={"lr": []})
+    model.train()
+    for step in tqdm(range(steps), disable=not progress, desc="training"):
+        lr = transformer_lr(step + 1, d_model, warmup, factor)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        src, tgt = sample(step)
+        src, tgt = src.to(device), tgt.to(device)
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
+                               ignore_index=pad_id, label_smoothing=label_smoothing)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        hist.loss.append(loss.item())
+        hist.extra["lr"].append(lr)
+    model.eval()
+    return hist
+
+
+@torch.no_grad()
+def exact_match(
+    model: nn.Module,
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int = 0,
+    batch_size: int = 512,
+    use_cache: bool = True,
+) -> float:
+    """Fraction of sequences that greedy decoding reproduces exactly, up to and including EOS (chapter 5).
+
+    ``tgt`` is ``BOS y_1 … y_m EOS PAD…``; a prediction counts only if every token through EOS is right.
+    Decodes with :func:`attention_course.transformer.greedy_decode` (at most ``tgt.shape[1] - 1`` tokens).
+    """
+    from .transformer import greedy_decode  # late import: transformer.py does not depend on train.py
+
+    device = next(model.parameters()).device
+    n_out = tgt.shape[1] - 1
+    correct = 0
+    for i in range(0, src.shape[0], batch_size):
+        s, t = src[i : i + batch_size].to(device), tgt[i : i + batch_size].to(device)
+        pred = greedy_decode(model, s, n_out, bos_id, eos_id, pad_id=pad_id, use_cache=use_cache)
+        pred = F.pad(pred, (0, tgt.shape[1] - pred.shape[1]), value=pad_id)
+        correct += int((pred == t).all(dim=1).sum())
+    return correct / src.shape[0]
+
+
+__all__ += ["exact_match", "fit_seq2seq", "label_smoothed_cross_entropy", "transformer_lr"]

@@ -1,0 +1,128 @@
+"""Train the package's Transformer and torch.nn.Transformer side by side and compare their speed (chapter 5).
+
+Both models have the same configuration and identical initial weights (``Transformer.from_torch``), get the same
+batches (random source and target embeddings, padding masks on both sides, the causal mask on the target) and
+the same optimiser (Adam), and take training steps *interleaved* in one process — A, B, B, A, A, B, … — so that
+a change in the machine's load hits both alike. Before timing, the script checks that one step of each gives
+the same loss. It prints each model's median throughput in tokens per second (source + target tokens) and the
+median over steps of speed(package) / speed(PyTorch): above 1 means the package is faster.
+
+The package's model runs attention through PyTorch's fused ``F.scaled_dot_product_attention``
+(``need_weights=False``), its masks in the package convention (True = may attend).
+
+Usage:  python benchmarks/bench_transformer.py                 (d_model 128, 4 heads, 2+2 layers, batch 32, n 32)
+        python benchmarks/bench_transformer.py --steps 60 --threads 2 --norm-first
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_course.transformer import Transformer
+
+
+def main(argv: list[str] | None = None) -> float:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2, help="encoder layers = decoder layers")
+    p.add_argument("--ff", type=int, default=512, help="dim_feedforward")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--n", type=int, default=32, help="source and target length")
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--steps", type=int, default=40, help="timed training steps of each model")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: PyTorch's choice)")
+    p.add_argument("--norm-first", action="store_true", help="pre-LN layers")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch")  # nested-tensor / mask-type notices
+    torch.manual_seed(0)
+    cfg = dict(d_model=args.d_model, nhead=args.heads, num_encoder_layers=args.layers,
+               num_decoder_layers=args.layers, dim_feedforward=args.ff, dropout=args.dropout, batch_first=True,
+               norm_first=args.norm_first)
+    ref = nn.Transformer(**cfg)
+    ours = Transformer.from_torch(ref)
+    opt_ref = torch.optim.Adam(ref.parameters(), lr=1e-4)
+    opt_ours = torch.optim.Adam(ours.parameters(), lr=1e-4)
+
+    gen = torch.Generator().manual_seed(1)
+    b, n, d = args.batch, args.n, args.d_model
+    src, tgt, target = (torch.randn(b, n, d, generator=gen) for _ in range(3))
+    lengths = torch.randint(n // 2, n + 1, (b,), generator=gen)
+    lengths[0] = n
+    key_mask = torch.arange(n)[None, :] < lengths[:, None]  # package convention: True = real token
+    causal = nn.Transformer.generate_square_subsequent_mask(n)  # PyTorch's: -inf above the diagonal
+    weight = key_mask[..., None].float()  # the loss ignores padded target positions
+
+    def step_ref() -> torch.Tensor:
+        out = ref(src, tgt, tgt_mask=causal, tgt_is_causal=True, src_key_padding_mask=~key_mask,
+                  tgt_key_padding_mask=~key_mask, memory_key_padding_mask=~key_mask)
+        loss = F.mse_loss(out * weight, target * weight)
+        opt_ref.zero_grad(set_to_none=True)
+        loss.backward()
+        opt_ref.step()
+        return loss
+
+    def step_ours() -> torch.Tensor:
+        out = ours(src, tgt, tgt_is_causal=True, src_key_mask=key_mask, tgt_key_mask=key_mask,
+                   memory_key_mask=key_mask)
+        loss = F.mse_loss(out * weight, target * weight)
+        opt_ours.zero_grad(set_to_none=True)
+        loss.backward()
+        opt_ours.step()
+        return loss
+
+    # Same weights, same batch: the same loss (evaluation mode, no dropout), before any step.
+    ref.eval()
+    ours.eval()
+    with torch.no_grad():
+        a = ref(src, tgt, tgt_mask=causal, src_key_padding_mask=~key_mask, tgt_key_padding_mask=~key_mask,
+                memory_key_padding_mask=~key_mask)
+        c = ours(src, tgt, tgt_is_causal=True, src_key_mask=key_mask, tgt_key_mask=key_mask,
+                 memory_key_mask=key_mask)
+    torch.testing.assert_close(c[key_mask], a[key_mask], atol=1e-5, rtol=1e-4)
+    ref.train()
+    ours.train()
+
+    tokens = 2 * b * n
+    for _ in range(args.warmup):
+        step_ref()
+        step_ours()
+    t_ref, t_ours, ratios = [], [], []
+    for rep in range(args.steps):
+        order = [("ref", step_ref), ("ours", step_ours)]
+        if rep % 2:
+            order.reverse()
+        times = {}
+        for name, fn in order:
+            start = time.perf_counter()
+            fn()
+            times[name] = time.perf_counter() - start
+        t_ref.append(times["ref"])
+        t_ours.append(times["ours"])
+        ratios.append(times["ref"] / times["ours"])  # = speed(ours) / speed(ref)
+
+    ratio = statistics.median(ratios)
+    print(f"machine: {platform.machine()} {platform.processor() or ''}".rstrip()
+          + f", torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"config: d_model {d}, heads {args.heads}, {args.layers}+{args.layers} layers, d_ff {args.ff}, "
+          f"dropout {args.dropout}, {'pre' if args.norm_first else 'post'}-LN, batch {b}, n_src = n_tgt = {n}, "
+          f"float32, padding + causal masks, Adam, {args.steps} interleaved training steps each")
+    print(f"nn.Transformer : median {tokens / statistics.median(t_ref):9.0f} tokens/s")
+    print(f"Transformer    : median {tokens / statistics.median(t_ours):9.0f} tokens/s")
+    print(f"median ratio (package speed / PyTorch speed): {ratio:.3f}  (target >= 1.0)")
+    return ratio
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""transformer.py against PyTorch: nn.TransformerEncoderLayer, nn.TransformerDecoderLayer and nn.Transformer with
+weights copied by from_torch, in eval mode, with padding and causal masks, both layouts and both LayerNorm
+placements; then the seq2seq model, the KV cache and greedy decoding, and the error messages."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from attention_course import masks
+from attention_course.transformer import (
+    AttentionMaps,
+    Seq2SeqTransformer,
+    Transformer,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    greedy_decode,
+    param_count,
+)
+
+TOL = {torch.float64: dict(atol=1e-10, rtol=1e-8), torch.float32: dict(atol=1e-5, rtol=1e-4)}
+DTYPES = [torch.float64, torch.float32]
+D, H, FF = 16, 4, 24
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # PyTorch's nested-tensor / mask-type notices
+
+
+def _randomise_vectors(module: nn.Module) -> None:
+    """PyTorch zero-initialises biases and sets LayerNorm to identity; randomise them so they are tested too."""
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.ndim == 1:
+                p.normal_()
+
+
+def _seq(gen, batch, n, dtype, batch_first):
+    x = torch.randn(batch, n, D, generator=gen, dtype=dtype)
+    return x if batch_first else x.transpose(0, 1).contiguous()
+
+
+def _real(x, key_mask, batch_first):
+    """The positions of real tokens (PyTorch's encoder may zero padded positions on its nested-tensor path)."""
+    xb = x if batch_first else x.transpose(0, 1)
+    return xb[key_mask]
+
+
+LENGTHS_SRC, LENGTHS_TGT = [7, 4, 1], [5, 2, 5]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_matches_torch(dtype, batch_first, norm_first):
+    torch.manual_seed(0)
+    ref = nn.TransformerEncoderLayer(D, H, FF, dropout=0.1, batch_first=batch_first, norm_first=norm_first,
+                                     dtype=dtype).eval()
+    _randomise_vectors(ref)
+    ours = TransformerEncoderLayer.from_torch(ref).eval()
+    assert ours.norm_first == norm_first and ours.batch_first == batch_first
+    x = _seq(torch.Generator().manual_seed(1), 3, 7, dtype, batch_first)
+    key_mask = masks.padding_mask(LENGTHS_SRC)
+    out_ref = ref(x, src_key_padding_mask=~key_mask)
+    out = ours(x, src_key_mask=key_mask)
+    torch.testing.assert_close(_real(out, key_mask, batch_first), _real(out_ref, key_mask, batch_first), **TOL[dtype])
+    # causal self-attention, PyTorch's float mask converted once
+    causal_float = nn.Transformer.generate_square_subsequent_mask(7, dtype=dtype)
+    out_ref = ref(x, src_mask=causal_float, is_causal=True)
+    torch.testing.assert_close(ours(x, is_causal=True), out_ref, **TOL[dtype])
+    torch.testing.assert_close(ours(x, src_mask=masks.causal_mask(7)), out_ref, **TOL[dtype])
+    # the explicit path (weights returned) gives the same output
+    weights: list[torch.Tensor] = []
+    torch.testing.assert_close(ours(x, is_causal=True, attn_weights=weights), out_ref, **TOL[dtype])
+    assert len(weights) == 1 and weights[0].shape == (3, H, 7, 7)
+    assert torch.all(weights[0].triu(1) == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_matches_torch(dtype, batch_first, norm_first):
+    torch.manual_seed(2)
+    ref = nn.TransformerDecoderLayer(D, H, FF, dropout=0.1, batch_first=batch_first, norm_first=norm_first,
+                                     dtype=dtype).eval()
+    _randomise_vectors(ref)
+    ours = TransformerDecoderLayer.from_torch(ref).eval()
+    gen = torch.Generator().manual_seed(3)
+    tgt, mem = _seq(gen, 3, 5, dtype, batch_first), _seq(gen, 3, 7, dtype, batch_first)
+    src_mask, tgt_mask = masks.padding_mask(LENGTHS_SRC), masks.padding_mask(LENGTHS_TGT)
+    causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=dtype)
+    out_ref = ref(tgt, mem, tgt_mask=causal, tgt_key_padding_mask=~tgt_mask, memory_key_padding_mask=~src_mask,
+                  tgt_is_causal=True)
+    out = ours(tgt, mem, tgt_is_causal=True, tgt_key_mask=tgt_mask, memory_key_mask=src_mask)
+    torch.testing.assert_close(out, out_ref, **TOL[dtype])
+    self_w, cross_w = [], []
+    out_w = ours(tgt, mem, tgt_mask=masks.causal_mask(5), tgt_key_mask=tgt_mask, memory_key_mask=src_mask,
+                 self_weights=self_w, cross_weights=cross_w)
+    torch.testing.assert_close(out_w, out_ref, **TOL[dtype])
+    assert self_w[0].shape == (3, H, 5, 5) and cross_w[0].shape == (3, H, 5, 7)
+    assert torch.all(cross_w[0][~src_mask[:, None, None, :].expand_as(cross_w[0])] == 0)  # padding: no weight
+    # a memory mask (n_tgt, n_src) in PyTorch's sense, converted
+    forbid = torch.zeros(5, 7, dtype=torch.bool)
+    forbid[:, 3] = True
+    out_ref = ref(tgt, mem, memory_mask=forbid)
+    _, allowed = masks.from_torch(attn_mask=forbid)
+    torch.testing.assert_close(ours(tgt, mem, memory_mask=allowed), out_ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_matches_torch(dtype, batch_first, norm_first):
+    torch.manual_seed(4)
+    ref = nn.Transformer(D, H, 2, 3, FF, dropout=0.1, batch_first=batch_first, norm_first=norm_first,
+                         dtype=dtype).eval()
+    _randomise_vectors(ref)
+    ours = Transformer.from_torch(ref).eval()
+    assert [k for k in ours.state_dict()] == [k for k in ref.state_dict()]  # same names, same order
+    gen = torch.Generator().manual_seed(5)
+    src, tgt = _seq(gen, 3, 7, dtype, batch_first), _seq(gen, 3, 5, dtype, batch_first)
+    src_mask, tgt_mask = masks.padding_mask(LENGTHS_SRC), masks.padding_mask(LENGTHS_TGT)
+    causal = ref.generate_square_subsequent_mask(5, dtype=dtype)
+    out_ref = ref(src, tgt, tgt_mask=causal, src_key_padding_mask=~src_mask, tgt_key_padding_mask=~tgt_mask,
+                  memory_key_padding_mask=~src_mask, tgt_is_causal=True)
+    out = ours(src, tgt, tgt_is_causal=True, src_key_mask=src_mask, tgt_key_mask=tgt_mask, memory_key_mask=src_mask)
+    torch.testing.assert_close(out, out_ref, **TOL[dtype])
+    maps = AttentionMaps()
+    torch.testing.assert_close(ours(src, tgt, tgt_is_causal=True, src_key_mask=src_mask, tgt_key_mask=tgt_mask,
+                                    memory_key_mask=src_mask, attn_maps=maps), out_ref, **TOL[dtype])
+    assert (len(maps.encoder), len(maps.decoder_self), len(maps.cross)) == (2, 3, 3)
+    # the comparison can fail: without the causal mask the outputs differ
+    assert not torch.allclose(ours(src, tgt, src_key_mask=src_mask, memory_key_mask=src_mask), out_ref, atol=1e-3)
+
+
+def test_transformer_matches_torch_in_training_mode_without_dropout():
+    torch.manual_seed(6)
+    ref = nn.Transformer(D, H, 1, 1, FF, dropout=0.0, batch_first=True, dtype=torch.float64)
+    ours = Transformer.from_torch(ref)
+    gen = torch.Generator().manual_seed(7)
+    src, tgt = _seq(gen, 2, 6, torch.float64, True), _seq(gen, 2, 4, torch.float64, True)
+    causal = ref.generate_square_subsequent_mask(4, dtype=torch.float64)
+    a = ref(src, tgt, tgt_mask=causal, tgt_is_causal=True)
+    b = ours(src, tgt, tgt_is_causal=True)
+    torch.testing.assert_close(b, a, **TOL[torch.float64])
+    a.square().sum().backward()
+    b.square().sum().backward()
+    for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float64], msg=name)
+
+
+def test_fully_masked_rows_give_zeros_not_nan_in_outputs_and_gradients():
+    torch.manual_seed(8)
+    layer = TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, dtype=torch.float64)
+    tgt = torch.randn(2, 3, D, dtype=torch.float64, requires_grad=True)
+    mem = torch.randn(2, 4, D, dtype=torch.float64, requires_grad=True)
+    no_memory = torch.zeros(2, 4, dtype=torch.bool)
+    no_memory[0] = True  # row 1 may attend to no memory position at all
+    for need in (False, True):
+        weights = [] if need else None
+        out = layer(tgt, mem, tgt_is_causal=True, memory_key_mask=no_memory, cross_weights=weights)
+        assert torch.isfinite(out).all()
+        out.sum().backward()
+        assert torch.isfinite(tgt.grad).all() and torch.isfinite(mem.grad).all()
+        assert torch.all(mem.grad[1] == 0)  # nothing flows to a memory nobody may read
+        if need:
+            assert torch.all(weights[0][1] == 0)
+        tgt.grad = mem.grad = None
+
+
+def test_post_ln_and_pre_ln_differ_and_post_ln_output_is_normalised():
+    torch.manual_seed(9)
+    post = TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True).eval()
+    pre = TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=True).eval()
+    pre.load_state_dict(post.state_dict())
+    x = 5 * torch.randn(2, 6, D)
+    a, b = post(x), pre(x)
+    torch.testing.assert_close(a.mean(-1), torch.zeros(2, 6), atol=1e-5, rtol=0)  # LayerNorm last (identity affine)
+    assert not torch.allclose(a, b, atol=1e-2)
+    assert b.std(-1).mean() > 2  # pre-LN: the residual stream keeps the input's scale
+
+
+def test_encoder_stack_copies_layers_and_checks_arguments():
+    layer = TransformerEncoderLayer(D, H, FF)
+    enc = TransformerEncoder(layer, 3)
+    assert len(enc.layers) == 3 and enc.layers[0] is not enc.layers[1]
+    with pytest.raises(TypeError, match="TransformerEncoderLayer"):
+        TransformerEncoder(nn.Linear(2, 2), 2)
+    with pytest.raises(ValueError, match="num_layers"):
+        TransformerEncoder(layer, 0)
+
+
+def test_bad_inputs_raise_with_shapes():
+    model = Transformer(D, H, 1, 1, FF, batch_first=True)
+    src, tgt = torch.randn(2, 5, D), torch.randn(2, 4, D)
+    with pytest.raises(ValueError, match=r"d_model=16.*\(2, 5, 8\)"):
+        model(torch.randn(2, 5, 8), tgt)
+    with pytest.raises(ValueError, match="same batch size"):
+        model(src, torch.randn(3, 4, D))
+    with pytest.raises(TypeError, match="floating-point"):
+        model(src.long(), tgt)
+    with pytest.raises(TypeError, match="boolean"):
+        model(src, tgt, src_key_mask=torch.ones(2, 5))
+    with pytest.raises(ValueError, match=r"key_mask must have shape \(2, 5\)"):
+        model(src, tgt, src_key_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="attn_mask must have shape"):
+        model(src, tgt, tgt_mask=torch.ones(5, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match="nn.Transformer"):
+        Transformer.from_torch(nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="TransformerEncoderLayer"):
+        TransformerEncoderLayer.from_torch(nn.TransformerDecoderLayer(D, H))
+    with pytest.raises(TypeError, match="TransformerDecoderLayer"):
+        TransformerDecoderLayer.from_torch(nn.TransformerEncoderLayer(D, H))
+    with pytest.raises(ValueError, match="activation"):
+        TransformerEncoderLayer(D, H, activation="tanh")
+
+
+# ------------------------------------------------------------------------------------------- seq2seq model
+def _seq2seq(seed=0, **kw) -> Seq2SeqTransformer:
+    torch.manual_seed(seed)
+    cfg = dict(d_model=D, nhead=H, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=FF, dropout=0.1,
+               max_len=40)
+    cfg.update(kw)
+    return Seq2SeqTransformer(11, **cfg).eval()
+
+
+def test_seq2seq_shapes_tied_weights_and_param_count():
+    model = _seq2seq()
+    assert model.generator.weight is model.src_embed.weight is model.tgt_embed.weight
+    untied = _seq2seq(share_embeddings=False, tie_output=False)
+    assert param_count(untied) - param_count(model) == 2 * 11 * D
+    assert param_count(model) == sum(p.numel() for p in model.parameters())
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
+    tgt = torch.tensor([[1, 5, 4], [1, 7, 6]])
+    logits = model(src, tgt)
+    assert logits.shape == (2, 3, 11)
+    # padding is masked: changing what sits in a padded source position changes nothing
+    src2 = src.clone()
+    src2[1, 3] = 9
+    torch.testing.assert_close(model(src2, tgt, src_key_mask=src != 0), logits)
+    # the base configuration of the paper, on the meta device (no memory): about 63 M parameters
+    base = Seq2SeqTransformer(37000, d_model=512, nhead=8, dim_feedforward=2048, device="meta")
+    assert 60e6 < param_count(base) < 66e6
+
+
+def test_seq2seq_decoder_is_causal():
+    model = _seq2seq(1)
+    src = torch.tensor([[3, 4, 5, 6]])
+    tgt = torch.tensor([[1, 5, 4, 3, 8]])
+    later = tgt.clone()
+    later[0, 3:] = torch.tensor([9, 10])
+    a, b = model(src, tgt), model(src, later)
+    torch.testing.assert_close(a[:, :3], b[:, :3])  # positions 0..2 do not see tokens 3..4
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_full_recompute(dtype, norm_first):
+    model = _seq2seq(2, norm_first=norm_first, dtype=dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # larger weights: logits with clear arg-maxes
+    src = torch.tensor([[3, 4, 5, 6, 7], [8, 9, 3, 0, 0], [10, 0, 0, 0, 0]])
+    fast, logits_fast = greedy_decode(model, src, 12, bos_id=1, use_cache=True, return_logits=True)
+    slow, logits_slow = greedy_decode(model, src, 12, bos_id=1, use_cache=False, return_logits=True)
+    assert torch.equal(fast, slow) and fast.shape == (3, 13) and torch.all(fast[:, 0] == 1)
+    torch.testing.assert_close(logits_fast, logits_slow, **TOL[dtype])
+    # the cached step logits are the teacher-forced logits of the decoded prefix
+    full = model.decode(fast[:, :-1], model.encode(src), memory_key_mask=src != 0)
+    torch.testing.assert_close(logits_fast, full, **TOL[dtype])
+    # decode_step with several new tokens at once (a causal block against the cache)
+    mask = src != 0
+    cache = model.new_cache(model.encode(src), mask, capacity=13)
+    part1 = model.decode_step(fast[:, :4], cache)
+    part2 = model.decode_step(fast[:, 4:12], cache)
+    assert cache.length == 12
+    per_position = 2 * 2 * 3 * D * cache.layers[0].self_k.element_size()  # layers · (k, v) · batch · d_model
+    assert cache.nbytes == 12 * per_position + 5 * per_position  # 12 target positions + 5 memory positions
+    torch.testing.assert_close(torch.cat([part1, part2], dim=1), full, **TOL[dtype])
+    with pytest.raises(ValueError, match="cache holds 13"):
+        model.decode_step(fast[:, :2], cache)
+
+
+def test_greedy_decode_stops_at_eos_and_pads():
+    model = _seq2seq(3)
+    src = torch.tensor([[3, 4, 5], [5, 6, 0]])
+    free = greedy_decode(model, src, 10, bos_id=1)  # no EOS: always 10 tokens
+    assert free.shape == (2, 11)
+    eos = int(free[0, 3])  # pretend the token row 0 produced third is the end token
+    out = greedy_decode(model, src, 10, bos_id=1, eos_id=eos, pad_id=0)
+    for row in range(2):
+        hits = (free[row, 1:] == eos).nonzero()
+        if len(hits):
+            end = int(hits[0]) + 1  # index of the first EOS in the output
+            assert torch.equal(out[row, : end + 1], free[row, : end + 1])
+            assert torch.all(out[row, end + 1 :] == 0)
+        else:
+            assert torch.equal(out[row], free[row])
+    assert out.shape[1] <= 11
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode(model, src, 0, bos_id=1)
+    with pytest.raises(TypeError, match="Seq2SeqTransformer"):
+        greedy_decode(nn.Linear(2, 2), src, 3, bos_id=1)
+
+
+def test_attention_maps_rows_sum_to_one_and_respect_masks():
+    model = _seq2seq(4)
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
+    tgt = torch.tensor([[1, 5, 4, 3], [1, 9, 8, 7]])
+    maps = model.attention_maps(src, tgt)
+    assert len(maps.encoder) == len(maps.decoder_self) == len(maps.cross) == 2
+    assert maps.cross[0].shape == (2, H, 4, 4)
+    for w in maps.encoder + maps.cross:
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+        assert torch.all(w[0, :, :, 3] == 0)  # the padded source position
+    for w in maps.decoder_self:
+        assert torch.all(w.triu(1) == 0)
+    assert not model.training
+
+
+def test_seq2seq_bad_inputs():
+    model = _seq2seq()
+    with pytest.raises(TypeError, match="integer tensor"):
+        model(torch.randn(2, 3), torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\(batch, n\)"):
+        model(torch.ones(3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\[0, 11\)"):
+        model(torch.full((2, 3), 11), torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="same batch size"):
+        model(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="share_embeddings"):
+        Seq2SeqTransformer(11, 12)
+    with pytest.raises(ValueError, match="max_len=40"):
+        model(torch.ones(1, 41, dtype=torch.long), torch.ones(1, 3, dtype=torch.long))
+
+
+def test_no_warnings_from_our_modules():
+    model = _seq2seq()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(torch.tensor([[3, 4, 0]]), torch.tensor([[1, 4]]))
