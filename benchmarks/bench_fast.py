@@ -1,0 +1,138 @@
+"""Attention at scale (chapter 6): the quadratic wall, tiled attention's memory, and naive vs tiled vs fused timings.
+
+Three measurements, the runnable versions of the chapter's sections 6.1, 6.3 and 6.5:
+
+* ``quadratic`` — time and peak memory of the package's naive attention (``scaled_dot_product_attention``, which
+  stores the n × n scores and weights) for a range of n, with log–log fits of the growth;
+* ``memory``    — peak memory of naive vs tiled attention (``attention_course.fast.tiled_attention``) vs n;
+* ``compare``   — naive, tiled and ``F.scaled_dot_product_attention`` timed *interleaved* in one process, with
+  their outputs checked equal first. On CUDA the fused call is also pinned to each backend (FlashAttention,
+  memory-efficient, cuDNN), and the achieved TFLOP/s are compared with the device's 16-bit peak.
+
+Peak memory is measured, not estimated: on the CPU by replaying the allocator's allocation/free stream that the
+PyTorch profiler records (``attention_course.fast.peak_memory_bytes``), on CUDA with
+``torch.cuda.max_memory_allocated``. CPU timings use one thread by default (``--threads``): it compares the
+algorithms per core and is far less disturbed by other processes.
+
+Usage:  python benchmarks/bench_fast.py                          (all three, CPU, float32)
+        python benchmarks/bench_fast.py quadratic --ns 256,512,1024,2048,4096,8192
+        python benchmarks/bench_fast.py memory --block 512
+        python benchmarks/bench_fast.py compare --device cuda --dtype bfloat16 --batch 4 --heads 16 --n 4096 --d 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+
+import numpy as np
+import torch
+
+from attention_course import scaled_dot_product_attention
+from attention_course.fast import (
+    compare_implementations,
+    device_peak_tflops,
+    peak_memory_bytes,
+    tiled_attention,
+    time_interleaved,
+)
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _inputs(batch: int, heads: int, n: int, d: int, dtype: torch.dtype, device: str, seed: int = 0):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return tuple(torch.randn(batch, heads, n, d, generator=gen, device=device, dtype=dtype) for _ in range(3))
+
+
+def _slope(ns, ys) -> float:
+    """Least-squares slope of log y against log n: the exponent of the growth."""
+    return float(np.polyfit(np.log(ns), np.log(ys), 1)[0])
+
+
+def quadratic(ns: list[int], d: int, reps: int, threads: int) -> None:
+    print(f"== naive attention (package), batch 1, 1 head, d = {d}, float32, CPU, {threads} thread(s)")
+    print(f"{'n':>6} {'time (ms)':>10} {'peak (MiB)':>11} {'peak / (4 n^2 bytes)':>21}")
+    times, peaks = [], []
+    for n in ns:
+        q, k, v = _inputs(1, 1, n, d, torch.float32, "cpu")
+        t = time_interleaved({"naive": lambda: scaled_dot_product_attention(q, k, v)},  # noqa: B023
+                             reps=reps if n <= 4096 else 1, warmup=1 if n <= 4096 else 0, num_threads=threads)
+        peak = peak_memory_bytes(lambda: scaled_dot_product_attention(q, k, v))  # noqa: B023
+        times.append(statistics.median(t["naive"]))
+        peaks.append(peak)
+        print(f"{n:>6} {1e3 * times[-1]:>10.1f} {peak / 2**20:>11.1f} {peak / (4 * n * n):>21.2f}")
+    big = [i for i, n in enumerate(ns) if n >= 1024] or list(range(len(ns)))
+    print(f"growth exponents (log-log slope): time {_slope([ns[i] for i in big], [times[i] for i in big]):.2f} "
+          f"(n >= 1024), peak memory {_slope(ns, peaks):.2f}")
+
+
+def memory(ns: list[int], d: int, block: int) -> None:
+    print(f"== peak memory, naive vs tiled (blocks {block} x {block}), batch 1, 1 head, d = {d}, float32, CPU")
+    print(f"{'n':>6} {'naive (MiB)':>12} {'tiled (MiB)':>12} {'naive / tiled':>14}")
+    naive, tiled = [], []
+    for n in ns:
+        q, k, v = _inputs(1, 1, n, d, torch.float32, "cpu")
+        naive.append(peak_memory_bytes(lambda: scaled_dot_product_attention(q, k, v)))  # noqa: B023
+        tiled.append(peak_memory_bytes(lambda: tiled_attention(q, k, v, block_q=block, block_k=block)))  # noqa: B023
+        print(f"{n:>6} {naive[-1] / 2**20:>12.2f} {tiled[-1] / 2**20:>12.2f} {naive[-1] / tiled[-1]:>14.1f}")
+    print(f"growth exponents: naive {_slope(ns, naive):.2f}, tiled {_slope(ns, tiled):.2f} "
+          f"(tiled: a constant tile cost plus the n·d output, so its slope tends to 1)")
+
+
+def compare(device: str, dtype: torch.dtype, batch: int, heads: int, n: int, d: int, block: int, reps: int,
+            causal: bool, threads: int) -> dict[str, dict[str, float]]:
+    q, k, v = _inputs(batch, heads, n, d, dtype, device)
+    res = compare_implementations(q, k, v, causal=causal, block=block, reps=reps, warmup=2, num_threads=threads)
+    # the same numbers first (the tolerances of tests/test_fast.py: float32 1e-5, 16-bit 1.6e-2)
+    tol = 1e-5 if dtype in (torch.float32, torch.float64) else 2e-2
+    bad = {name: r["max_abs_err"] for name, r in res.items() if not r["max_abs_err"] <= tol}
+    if bad:
+        raise AssertionError(f"outputs differ from naive attention by more than {tol}: {bad}")
+    where = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()}, {threads} thread(s))"
+    peak_tf = device_peak_tflops(where) if device == "cuda" else None
+    print(f"== {where}, torch {torch.__version__}: batch {batch}, heads {heads}, n {n}, d {d}, {dtype}, "
+          f"{'causal' if causal else 'no mask'}, tiles {block} x {block}, {reps} interleaved reps")
+    print(f"{'':22} {'median ms':>10} {'TFLOP/s':>9} {'% of peak':>10} {'peak mem (MiB)':>15} {'speed-up':>9} "
+          f"{'max |err|':>10}")
+    naive_s = res["naive"]["median_s"]
+    for name, r in res.items():
+        pct = f"{100 * r['tflops'] / peak_tf:9.1f}%" if peak_tf else f"{'n/a':>10}"
+        print(f"{name:22} {1e3 * r['median_s']:>10.2f} {r['tflops']:>9.3g} {pct} {r['peak_bytes'] / 2**20:>15.1f} "
+              f"{naive_s / r['median_s']:>8.2f}x {r['max_abs_err']:>10.1e}")
+    if peak_tf:
+        print(f"device peak (dense 16-bit tensor cores, data sheet): {peak_tf:.0f} TFLOP/s; speed-up = naive / it")
+    return res
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", nargs="?", default="all", choices=["all", "quadratic", "memory", "compare"])
+    p.add_argument("--ns", default="256,512,1024,2048,4096,8192", help="sequence lengths for quadratic/memory")
+    p.add_argument("--d", type=int, default=64, help="head dimension d_k = d_v")
+    p.add_argument("--block", type=int, default=None, help="tile size (default: 512 on the CPU, 128 on CUDA)")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads while timing")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default=None, choices=list(DTYPES), help="default: float32 (CPU), bfloat16 (CUDA)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--n", type=int, default=2048, help="sequence length for compare")
+    p.add_argument("--causal", action="store_true")
+    args = p.parse_args(argv)
+    ns = [int(x) for x in args.ns.split(",")]
+    block = args.block or (128 if args.device == "cuda" else 512)
+    dtype = DTYPES[args.dtype or ("bfloat16" if args.device == "cuda" else "float32")]
+    torch.manual_seed(0)
+    if args.what in ("all", "quadratic"):
+        quadratic(ns, args.d, args.reps, args.threads)
+    if args.what in ("all", "memory"):
+        memory(ns, args.d, block)
+    if args.what in ("all", "compare"):
+        compare(args.device, dtype, args.batch, args.heads, args.n, args.d, block, args.reps, args.causal,
+                args.threads)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,641 @@
+"""Attention at scale: online softmax, tiled (FlashAttention-style) attention and their measurement (chapter 6).
+
+Notation (the paper's, row vectors): queries ``q`` have shape ``(..., n_q, d_k)``, keys ``k`` ``(..., n_k, d_k)``,
+values ``v`` ``(..., n_k, d_v)``; scores ``s = q kᵀ · scale`` would be ``(..., n_q, n_k)``, but nothing here
+stores them whole.
+
+**Online softmax** (Milakov & Gimelshein, 2018). A block of scores ``s_1 … s_n`` of one query, with values
+``v_1 … v_n``, is summarised by the *state* ``(m, ℓ, acc)``::
+
+    m = max_j s_j,   ℓ = Σ_j exp(s_j − m),   acc = Σ_j exp(s_j − m) v_j,
+
+from which the softmax-weighted average is ``acc / ℓ`` and the log-sum-exp is ``m + log ℓ``. Two states of
+disjoint blocks merge *exactly* (:func:`merge_states`) — rescale each by ``exp(m_i − max(m_1, m_2))`` and add —
+and the merge is associative and commutative, so the keys can be visited in any blocks, in any order.
+
+**Tiled attention** (Dao et al., 2022; Rabe & Staats, 2021) walks over blocks of queries and, for each, over
+blocks of keys, keeping only one query block's state: the memory beyond inputs and output is
+``O(block_q · block_k + block_q · d_v)``, linear in ``n`` overall instead of quadratic.
+
+Masks follow the package: boolean, broadcastable to ``(..., n_q, n_k)``, **True = may attend**; a fully masked
+query row gives a zero output (and a log-sum-exp of ``-inf``), never NaN, as in
+:func:`attention_course.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import ArrayLike, check_bool_mask, same_kind, to_output, to_torch
+from .attention import _validate, scaled_dot_product_attention
+
+__all__ = [
+    "SoftmaxState",
+    "TileStep",
+    "attention_flops",
+    "attention_implementations",
+    "compare_implementations",
+    "device_peak_tflops",
+    "empty_state",
+    "merge_states",
+    "online_softmax",
+    "peak_memory_bytes",
+    "softmax_state",
+    "state_logsumexp",
+    "state_output",
+    "tiled_attention",
+    "tiled_attention_steps",
+    "time_interleaved",
+]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Online softmax: the (m, ℓ, acc) state and its exact merge
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SoftmaxState:
+    """The summary of a block of scores (chapter 6): running max, running sum, running weighted sum of values.
+
+    Attributes:
+        m: ``(..., r)`` the largest score of each of ``r`` rows (``-inf`` for a row with no visible score).
+        l: ``(..., r)`` ``Σ_j exp(s_j − m)`` over the row's visible scores (0 for an empty row).
+        acc: ``(..., r, d_v)`` ``Σ_j exp(s_j − m) v_j``, or None for a softmax without values.
+    """
+
+    m: torch.Tensor
+    l: torch.Tensor
+    acc: torch.Tensor | None = None
+
+
+def _safe_max(m: torch.Tensor) -> torch.Tensor:
+    """The running max with ``-inf`` (a row that has seen nothing) replaced by 0, so ``exp(x − m)`` never sees
+    ``−inf − (−inf)`` = NaN: rows with nothing visible keep ℓ = 0 and acc = 0."""
+    return torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+
+
+def empty_state(
+    rows: tuple[int, ...],
+    d_v: int | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+) -> SoftmaxState:
+    """The state of an empty block — the identity of :func:`merge_states`: ``m = −inf``, ``ℓ = 0``, ``acc = 0``.
+
+    Args:
+        rows: the shape ``(..., r)`` of ``m`` and ``ℓ``.
+        d_v: width of the values (None for a softmax without values).
+    """
+    m = torch.full(rows, -math.inf, dtype=dtype, device=device)
+    acc = None if d_v is None else torch.zeros((*rows, d_v), dtype=dtype, device=device)
+    return SoftmaxState(m, torch.zeros(rows, dtype=dtype, device=device), acc)
+
+
+def softmax_state(
+    scores: ArrayLike, values: ArrayLike | None = None, mask: ArrayLike | None = None
+) -> SoftmaxState:
+    """The state ``(m, ℓ, acc)`` of one block of scores (chapter 6).
+
+    Args:
+        scores: ``(..., r, n)`` — ``r`` rows (queries) of ``n`` scores each; a 1-D ``(n,)`` is one row.
+        values: optional ``(..., n, d_v)``; then ``acc = exp(scores − m) @ values`` has shape ``(..., r, d_v)``.
+        mask: optional boolean, broadcastable to ``scores``; False entries are invisible (weight 0).
+
+    Returns:
+        A :class:`SoftmaxState` of torch tensors (numpy inputs are converted); ``m`` and ``ℓ`` have the shape of
+        ``scores`` without its last axis.
+    """
+    s = to_torch("scores", scores)
+    if s.ndim == 0:
+        raise ValueError("scores must have at least one dimension (..., n), got a scalar (shape ())")
+    if mask is not None:
+        mt = to_torch("mask", mask, floating=False)
+        check_bool_mask(mt, tuple(s.shape))
+        s = s.masked_fill(~mt, -math.inf)
+    if s.shape[-1] == 0:  # an empty block: amax has nothing to reduce; its state is the merge identity
+        m = torch.full(s.shape[:-1], -math.inf, dtype=s.dtype, device=s.device)
+    else:
+        m = s.amax(dim=-1)
+    p = torch.exp(s - _safe_max(m).unsqueeze(-1))
+    acc = None
+    if values is not None:
+        vt = to_torch("values", values)
+        if vt.ndim < 2 or vt.shape[-2] != s.shape[-1]:
+            raise ValueError(
+                f"values must have shape (..., n, d_v) with n = {s.shape[-1]} (the scores' last axis), "
+                f"got {tuple(vt.shape)}"
+            )
+        acc = p.to(vt.dtype) @ vt
+    return SoftmaxState(m, p.sum(dim=-1), acc)
+
+
+def merge_states(a: SoftmaxState, b: SoftmaxState) -> SoftmaxState:
+    r"""Exact merge of the states of two disjoint blocks of the same rows (chapter 6).
+
+    With :math:`m = \max(m_a, m_b)`: :math:`\ell = e^{m_a - m}\ell_a + e^{m_b - m}\ell_b` and
+    :math:`\mathrm{acc} = e^{m_a - m}\mathrm{acc}_a + e^{m_b - m}\mathrm{acc}_b`. The result is the state of the
+    union of the blocks, whatever the split; the merge is associative and commutative (chapter 6 proves both in
+    SymPy) and :func:`empty_state` is its identity.
+
+    Raises:
+        ValueError: one state has values (``acc``) and the other not, or the shapes of ``m`` do not broadcast.
+    """
+    if (a.acc is None) != (b.acc is None):
+        raise ValueError("cannot merge a state with values (acc) and one without")
+    try:
+        m = torch.maximum(a.m, b.m)
+    except RuntimeError:
+        raise ValueError(f"states of different rows: m shapes {tuple(a.m.shape)} and {tuple(b.m.shape)}") from None
+    ms = _safe_max(m)
+    ca, cb = torch.exp(a.m - ms), torch.exp(b.m - ms)
+    l = ca * a.l + cb * b.l
+    acc = None
+    if a.acc is not None and b.acc is not None:
+        acc = ca.unsqueeze(-1) * a.acc + cb.unsqueeze(-1) * b.acc
+    return SoftmaxState(m, l, acc)
+
+
+def state_output(state: SoftmaxState) -> torch.Tensor:
+    """``acc / ℓ``: the softmax-weighted average of the values, ``(..., r, d_v)``; zero for rows with ℓ = 0."""
+    if state.acc is None:
+        raise ValueError("this state has no values (acc is None); state_output needs softmax_state(..., values)")
+    l_safe = torch.where(state.l > 0, state.l, torch.ones_like(state.l))
+    return state.acc / l_safe.unsqueeze(-1).to(state.acc.dtype)
+
+
+def state_logsumexp(state: SoftmaxState) -> torch.Tensor:
+    """``m + log ℓ`` = ``log Σ_j exp(s_j)`` of each row, ``(..., r)``; ``-inf`` for a row with nothing visible."""
+    return state.m + torch.log(state.l)
+
+
+def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, block_size: int = 1) -> ArrayLike:
+    r"""Softmax by Milakov & Gimelshein's online normaliser: one streaming pass for (m, ℓ), one to normalise.
+
+    Chapter 6. Pass 1 visits ``x`` in blocks of ``block_size`` along ``axis``, merging each block's state into a
+    running one (``block_size=1`` is the paper's element-by-element recurrence
+    :math:`m_j = \max(m_{j-1}, x_j)`, :math:`\ell_j = \ell_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j}`); pass 2
+    returns :math:`e^{x_i - m}/\ell`. Equal to :func:`attention_course.softmax` up to rounding.
+
+    Args:
+        x: logits (numpy or torch, floating point), any shape with at least one dimension.
+        axis: the axis to normalise over.
+        mask: optional boolean broadcastable to ``x``; False entries get weight 0, fully masked slices all zeros.
+        block_size: how many entries each streaming step reads (≥ 1).
+
+    Returns:
+        Weights of the shape, kind and dtype of ``x``.
+    """
+    as_numpy = same_kind(["x", "mask"], [x, mask] if mask is not None else [x])
+    t = to_torch("x", x)
+    if t.ndim == 0:
+        raise ValueError("online_softmax needs at least one dimension, got a scalar (shape ())")
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    dtype = t.dtype
+    work = t.float() if dtype in _LOW_PRECISION else t
+    mt = None
+    if mask is not None:
+        mt = to_torch("mask", mask, floating=False)
+        check_bool_mask(mt, tuple(t.shape))
+        mt = mt.expand(t.shape).movedim(axis, -1)
+    work = work.movedim(axis, -1)
+    state = empty_state(tuple(work.shape[:-1]), dtype=work.dtype, device=work.device)
+    for j in range(0, work.shape[-1], block_size):
+        block_mask = None if mt is None else mt[..., j : j + block_size]
+        state = merge_states(state, softmax_state(work[..., j : j + block_size], mask=block_mask))
+    logits = work if mt is None else work.masked_fill(~mt, -math.inf)
+    l_safe = torch.where(state.l > 0, state.l, torch.ones_like(state.l))
+    p = torch.exp(logits - _safe_max(state.m).unsqueeze(-1)) / l_safe.unsqueeze(-1)
+    return to_output(p.movedim(-1, axis).to(dtype), as_numpy)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tiled attention
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TileStep:
+    """One step of :func:`tiled_attention_steps`: the query block ``[q_start, q_stop)`` has just absorbed the key
+    block ``[k_start, k_stop)``; ``state`` is its running state after this tile (``m``, ``ℓ``: ``(..., block)``,
+    ``acc``: ``(..., block, d_v)``)."""
+
+    q_start: int
+    q_stop: int
+    k_start: int
+    k_stop: int
+    state: SoftmaxState
+
+
+def _prepare(q, k, v, mask, scale, causal, block_q, block_k):
+    names, xs = ["q", "k", "v"], [q, k, v]
+    if mask is not None:
+        names, xs = [*names, "mask"], [*xs, mask]
+    as_numpy = same_kind(names, xs)
+    qt, kt, vt = (to_torch(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
+    target = _validate(qt, kt, vt)
+    for name, b in (("block_q", block_q), ("block_k", block_k)):
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            raise ValueError(f"{name} must be a positive integer, got {b!r}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    mt = None
+    if mask is not None:
+        mt = to_torch("mask", mask, floating=False)
+        check_bool_mask(mt, target)
+        mt = mt.expand(target)  # a view: no memory
+    if scale is None:
+        scale = 1.0 / math.sqrt(qt.shape[-1])
+    dtype = qt.dtype
+    if dtype in _LOW_PRECISION:  # fp16/bf16: scores, softmax and accumulation in float32, as fused kernels do
+        qt, kt, vt = qt.float(), kt.float(), vt.float()
+    batch = target[:-2]
+    qt, kt, vt = qt.expand(*batch, *qt.shape[-2:]), kt.expand(*batch, *kt.shape[-2:]), vt.expand(*batch, *vt.shape[-2:])
+    return as_numpy, dtype, qt, kt, vt, mt, batch, float(scale)
+
+
+def _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k) -> Iterator[TileStep]:
+    """The tiled forward pass, one tile at a time."""
+    n_q, n_k, d_v = qt.shape[-2], kt.shape[-2], vt.shape[-1]
+    batch = qt.shape[:-2]
+    kt_t = kt.transpose(-2, -1)
+    for i0 in range(0, n_q, block_q):
+        i1 = min(i0 + block_q, n_q)
+        q_blk = qt[..., i0:i1, :] * scale  # scaling one query block costs block_q · d_k, not n · d_k
+        state = empty_state((*batch, i1 - i0), d_v, dtype=qt.dtype, device=qt.device)
+        # causal (top-left aligned, as torch's is_causal): query i sees keys j <= i, so key blocks at or past
+        # i1 are entirely masked and are skipped — about half the tiles of a square problem.
+        k_end = min(n_k, i1) if causal else n_k
+        for j0 in range(0, k_end, block_k):
+            j1 = min(j0 + block_k, k_end)
+            s = q_blk @ kt_t[..., j0:j1]  # (..., bq, bk): the only score tile alive
+            allowed = None
+            if mt is not None:
+                allowed = mt[..., i0:i1, j0:j1]
+            if causal and j1 - 1 > i0:  # this tile crosses the diagonal
+                rows = torch.arange(i0, i1, device=s.device).unsqueeze(-1)
+                cols = torch.arange(j0, j1, device=s.device)
+                tri = rows >= cols
+                allowed = tri if allowed is None else allowed & tri
+            if allowed is not None:
+                s = s.masked_fill(~allowed, -math.inf)
+            m_new = torch.maximum(state.m, s.amax(dim=-1))
+            ms = _safe_max(m_new)
+            p = torch.exp(s - ms.unsqueeze(-1))
+            alpha = torch.exp(state.m - ms)  # rescales what was accumulated under the old max
+            state = SoftmaxState(
+                m_new,
+                alpha * state.l + p.sum(dim=-1),
+                alpha.unsqueeze(-1) * state.acc + p @ vt[..., j0:j1, :],
+            )
+            yield TileStep(i0, i1, j0, j1, state)
+
+
+def tiled_attention(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+    *,
+    causal: bool = False,
+    block_q: int = 128,
+    block_k: int = 128,
+) -> tuple[ArrayLike, ArrayLike]:
+    r"""Attention(Q, K, V) = softmax(Q Kᵀ · scale) V computed tile by tile, never storing the n_q × n_k matrix.
+
+    Chapter 6; the forward pass of FlashAttention (Dao et al., 2022) written with PyTorch operations. For each
+    block of ``block_q`` queries it visits the key blocks in order, keeps the running state ``(m, ℓ, acc)``,
+    rescales ``ℓ`` and ``acc`` by :math:`e^{m_\text{old} - m_\text{new}}` whenever a tile raises the running max,
+    and writes ``acc / ℓ`` when the row of tiles is done. Exact: equal to
+    :func:`attention_course.scaled_dot_product_attention` up to rounding (tests: 1e-10 in float64).
+
+    Args:
+        q: queries ``(..., n_q, d_k)``; k: keys ``(..., n_k, d_k)``; v: values ``(..., n_k, d_v)``.
+        mask: optional boolean, broadcastable to ``(..., n_q, n_k)``, True = may attend (each tile reads its
+            slice; pass ``causal=True`` instead of a materialised causal mask to keep memory linear).
+        scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
+        causal: query ``i`` attends to keys ``j ≤ i`` (top-left aligned, as PyTorch's ``is_causal``); key
+            blocks entirely above the diagonal are skipped. Combined with ``mask`` by logical and.
+        block_q, block_k: tile sizes; any positive integers (the last tile of a row or column may be smaller).
+
+    Returns:
+        ``(output, lse)``: output ``(..., n_q, d_v)`` and the row log-sum-exp ``(..., n_q)`` of the visible
+        scores, of the inputs' kind. The weights are not returned (they would be the n_q × n_k matrix this
+        function avoids); any of them is :math:`e^{s_{ij} - \mathrm{lse}_i}`. A fully masked row gives a zero
+        output and ``lse = -inf``. float16/bfloat16 inputs are computed in float32 and returned in their dtype.
+
+    Raises:
+        TypeError / ValueError: as :func:`attention_course.scaled_dot_product_attention`, and for block sizes that
+            are not positive integers.
+    """
+    as_numpy, dtype, qt, kt, vt, mt, batch, scale = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+    n_q, d_v = qt.shape[-2], vt.shape[-1]
+    out = torch.zeros((*batch, n_q, d_v), dtype=qt.dtype, device=qt.device)
+    lse = torch.full((*batch, n_q), -math.inf, dtype=qt.dtype, device=qt.device)
+    last: TileStep | None = None
+    for step in _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k):
+        if last is not None and step.q_start != last.q_start:
+            _write(out, lse, last)
+        last = step
+    if last is not None:
+        _write(out, lse, last)
+    return to_output(out.to(dtype), as_numpy), to_output(lse.to(dtype), as_numpy)
+
+
+def _write(out: torch.Tensor, lse: torch.Tensor, step: TileStep) -> None:
+    out[..., step.q_start : step.q_stop, :] = state_output(step.state)
+    lse[..., step.q_start : step.q_stop] = state_logsumexp(step.state)
+
+
+def tiled_attention_steps(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+    *,
+    causal: bool = False,
+    block_q: int = 128,
+    block_k: int = 128,
+) -> Iterator[TileStep]:
+    """The same computation as :func:`tiled_attention`, yielding a :class:`TileStep` after every tile (chapter 6).
+
+    For figures that step through the block-by-block rescaling. Tiles come query block by query block, key
+    blocks in increasing order; the last step of a query block holds its final state, whose
+    :func:`state_output` is that block's output rows. States are torch tensors (scale already applied).
+    """
+    _, _, qt, kt, vt, mt, _, scale = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+    yield from _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measuring: peak memory, interleaved timing, FLOPs and the device's peak
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null for the enclosed block (C++ libraries write there directly, so
+    redirecting ``sys.stderr`` is not enough; a notebook would otherwise show their timestamped log lines)."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cpu") -> int:
+    """Peak bytes of tensor memory that ``fn()`` allocates on ``device`` above what was live when it started.
+
+    Chapter 6. On the CPU, PyTorch's allocator reports every allocation and free to the profiler when
+    ``profile_memory=True``; this replays that stream in time order and returns the highest running total (exact,
+    allocation by allocation; ``tracemalloc`` cannot see these allocations, which bypass Python's allocator).
+    On CUDA it uses ``torch.cuda.max_memory_allocated`` after resetting the peak. Outputs of ``fn`` count
+    (they are allocated during the call); its inputs, allocated before, do not.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - before
+        del result
+        return int(peak)
+    if device.type != "cpu":
+        raise ValueError(f"peak_memory_bytes measures 'cpu' or 'cuda', got {device}")
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
+        prof.start()
+    try:
+        result = fn()
+        del result
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    records = []
+    for e in prof.profiler.kineto_results.events():
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU:
+            records.append((e.start_ns(), e.nbytes()))
+    records.sort(key=lambda r: r[0])  # stable: same-time records keep their order
+    current = peak = 0
+    for _, nbytes in records:
+        current += nbytes
+        peak = max(peak, current)
+    return int(peak)
+
+
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], object]],
+    reps: int = 5,
+    warmup: int = 1,
+    device: str | torch.device | None = None,
+    num_threads: int | None = None,
+) -> dict[str, list[float]]:
+    """Seconds per call of each function, measured *interleaved*: every repetition runs all of them, in an order
+    that rotates from one repetition to the next, so a change in the machine's load hits all alike (chapter 6).
+
+    Args:
+        fns: name → a function of no arguments.
+        reps: timed repetitions of each; warmup: untimed calls of each first.
+        device: synchronise this CUDA device around every call (None or a CPU device: no synchronisation).
+        num_threads: run with this many PyTorch CPU threads, then restore the previous setting. One thread
+            compares algorithms per core and is far less disturbed by other processes on a busy machine,
+            whose competition for cores can slow a multi-threaded loop of small operations tenfold.
+
+    Returns:
+        name → the ``reps`` times in seconds (take the median).
+    """
+    if reps < 1 or warmup < 0:
+        raise ValueError(f"need reps >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
+    dev = None if device is None else torch.device(device)
+    names = list(fns)
+    threads_before = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    try:
+        for _ in range(warmup):
+            for name in names:
+                fns[name]()
+        _sync(dev)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for rep in range(reps):
+            order = names[rep % len(names) :] + names[: rep % len(names)]
+            for name in order:
+                _sync(dev)
+                start = time.perf_counter()
+                fns[name]()
+                _sync(dev)
+                times[name].append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads_before)
+    return times
+
+
+def attention_flops(
+    batch: int, n_q: int, n_k: int, d_k: int, d_v: int | None = None, *, causal: bool = False
+) -> int:
+    """Floating-point operations of one attention forward pass: ``2·d_k`` per score (multiply-add) and ``2·d_v``
+    per weighted value, over the (query, key) pairs that are computed — all ``n_q·n_k`` of them, or the
+    ``Σ_i min(i+1, n_k)`` pairs a causal mask allows. ``batch`` counts batch × heads. Softmax and rescaling are
+    not counted (the usual convention, e.g. FlashAttention's benchmarks, which use ``4·n²·d`` and its half for
+    causal)."""
+    d_v = d_k if d_v is None else d_v
+    if causal:
+        full = min(n_q, n_k)
+        pairs = full * (full + 1) // 2 + max(0, n_q - n_k) * n_k
+    else:
+        pairs = n_q * n_k
+    return int(batch * pairs * 2 * (d_k + d_v))
+
+
+#: Dense (no sparsity) bf16/fp16 tensor-core peaks in TFLOP/s from the vendors' data sheets, matched against
+#: ``torch.cuda.get_device_name()`` (more specific names first).
+PEAK_TFLOPS_16BIT: dict[str, float] = {
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.4,  # SXM
+    "H200": 989.4,
+    "H800": 989.4,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10G": 70.0,
+    "A10": 125.0,
+    "RTX 4090": 165.2,
+    "T4": 65.0,
+    "V100": 125.0,
+}
+
+
+def device_peak_tflops(name: str) -> float | None:
+    """The dense 16-bit tensor-core peak (TFLOP/s) of a GPU from its name (``torch.cuda.get_device_name()``), or
+    None when the table :data:`PEAK_TFLOPS_16BIT` does not know it."""
+    for key, value in PEAK_TFLOPS_16BIT.items():
+        if key.lower() in name.lower():
+            return value
+    return None
+
+
+
+def attention_implementations(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, block: int = 128
+) -> dict[str, Callable[[], torch.Tensor]]:
+    """The attention implementations chapter 6 races, as functions of no arguments returning the output.
+
+    ``naive`` (the package's :func:`~attention_course.scaled_dot_product_attention`, which stores the weights),
+    ``tiled`` (:func:`tiled_attention` with ``block × block`` tiles) and ``F.sdpa`` (PyTorch's fused
+    ``F.scaled_dot_product_attention``, letting PyTorch pick its backend). On CUDA also ``F.sdpa[flash]``,
+    ``F.sdpa[mem-efficient]`` and ``F.sdpa[cuDNN]``: the fused call pinned to one backend each.
+
+    Args:
+        q, k, v: ``(..., n, d)`` torch tensors on one device (self-attention shapes when ``causal``).
+        causal: query i attends to keys j ≤ i (naive gets the equivalent boolean mask).
+    """
+    mask = None
+    if causal:
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    fns: dict[str, Callable[[], torch.Tensor]] = {
+        "naive": lambda: scaled_dot_product_attention(q, k, v, mask=mask)[0],
+        "tiled": lambda: tiled_attention(q, k, v, causal=causal, block_q=block, block_k=block)[0],
+        "F.sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+    }
+    if q.device.type == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def pinned(backend: SDPBackend) -> Callable[[], torch.Tensor]:
+            def run() -> torch.Tensor:
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            return run
+
+        fns["F.sdpa[flash]"] = pinned(SDPBackend.FLASH_ATTENTION)
+        fns["F.sdpa[mem-efficient]"] = pinned(SDPBackend.EFFICIENT_ATTENTION)
+        if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+            fns["F.sdpa[cuDNN]"] = pinned(SDPBackend.CUDNN_ATTENTION)
+    return fns
+
+
+def compare_implementations(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    block: int = 128,
+    reps: int = 5,
+    warmup: int = 1,
+    num_threads: int | None = None,
+    measure_memory: bool = True,
+) -> dict[str, dict[str, float]]:
+    """Race :func:`attention_implementations` on one problem: error, peak memory, interleaved time, TFLOP/s.
+
+    Chapter 6 and ``benchmarks/bench_fast.py``. Each implementation's output is first compared with the naive
+    one; then its peak memory is measured (:func:`peak_memory_bytes`) and all are timed together
+    (:func:`time_interleaved`, CUDA synchronised).
+
+    Args:
+        q, k, v: ``(..., n, d)`` torch tensors on one device; leading dimensions count as batch × heads.
+        causal, block: as :func:`attention_implementations`.
+        reps, warmup, num_threads: as :func:`time_interleaved` (``num_threads`` applies on the CPU only).
+        measure_memory: skip the memory measurement when False (``peak_bytes`` is then NaN).
+
+    Returns:
+        name → ``{"max_abs_err", "peak_bytes", "median_s", "tflops"}``, where ``max_abs_err`` is against the naive
+        output and ``tflops`` counts :func:`attention_flops` per median second.
+    """
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        raise TypeError("compare_implementations takes torch tensors q, k, v")
+    fns = attention_implementations(q, k, v, causal=causal, block=block)
+    device = q.device
+    ref = fns["naive"]().float()
+    errors = {name: float((fn().float() - ref).abs().max()) for name, fn in fns.items()}
+    peaks = {name: float("nan") for name in fns}
+    if measure_memory:
+        peaks = {name: float(peak_memory_bytes(fn, device=device)) for name, fn in fns.items()}
+    times = time_interleaved(
+        fns,
+        reps=reps,
+        warmup=warmup,
+        device=device if device.type == "cuda" else None,
+        num_threads=num_threads if device.type == "cpu" else None,
+    )
+    batch = math.prod(q.shape[:-2])
+    flops = attention_flops(batch, q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1], causal=causal)
+    result = {}
+    for name in fns:
+        med = statistics.median(times[name])
+        result[name] = {
+            "max_abs_err": errors[name],
+            "peak_bytes": peaks[name],
+            "median_s": med,
+            "tflops": flops / med / 1e12,
+        }
+    return result
