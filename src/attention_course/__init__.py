@@ -14,21 +14,30 @@ from .attention import (
     softmax,
 )
 from .device import get_device, seed_everything
+from .fast import online_softmax, tiled_attention
+from .multihead import MultiHeadAttention
 from .plots import PALETTE, attention_heatmap, use_style
+from .transformer import Seq2SeqTransformer, Transformer, greedy_decode
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MultiHeadAttention",
     "PALETTE",
+    "Seq2SeqTransformer",
+    "Transformer",
     "attention_entropy",
     "attention_heatmap",
     "attention_per_query",
     "get_device",
+    "greedy_decode",
     "hard_lookup",
+    "online_softmax",
     "scaled_dot_product_attention",
     "seed_everything",
     "setup_notebook",
     "softmax",
+    "tiled_attention",
     "use_style",
 ]
 
