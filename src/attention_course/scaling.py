@@ -30,7 +30,8 @@ from torch import nn
 from ._checks import ArrayLike, same_kind, to_output, to_torch
 from .attention import attention_entropy, scaled_dot_product_attention, softmax
 from .data import associative_recall
-from .train import History, Sampler, accuracy, fit
+from .train import History, accuracy, fit
+from .variants import recall_sampler as retrieval_sampler  # the same seeded recall batches as chapter 3
 
 __all__ = [
     "PLACEMENTS",
@@ -458,17 +459,6 @@ def initial_retrieval_head(
     """
     torch.manual_seed(seed)
     return RetrievalHead(n_keys, n_values, d_model, d_k, scaled=scaled)
-
-
-def retrieval_sampler(batch: int, n_pairs: int, n_keys: int, n_values: int, seed: int) -> Sampler:
-    """A seeded sampler for :func:`attention_course.train.fit`: ``step -> ((keys, values, query), target)``."""
-    g = torch.Generator().manual_seed(seed)
-
-    def sample(step: int):
-        b = associative_recall(batch, n_pairs, n_keys, n_values, g)
-        return (b.keys, b.values, b.query), b.target
-
-    return sample
 
 
 @torch.no_grad()
