@@ -5,6 +5,9 @@
    browser. We keep the first copy of each inline script.
 2. Wide tables and display equations widened the whole page on a phone; `static/course.css` makes them scroll
    inside their own box.
+3. Chapter titles hold math (e.g. "Why divide the scores by $\sqrt{d_k}$"), and every page shows them in its
+   navigation, but Sphinx loads MathJax only on pages whose own text has math: the bibliography and index
+   pages showed raw TeX in the sidebar. The assets policy "always" loads it on every page.
 
 Kept outside the book's source on purpose: Jupyter Book 1 injects every .js found in a `_static/` there.
 """
@@ -33,6 +36,7 @@ def _static(app) -> None:
 
 
 def setup(app):
+    app.set_html_assets_policy("always")
     app.connect("builder-inited", _static)
     app.add_css_file("course.css")
     app.connect("html-page-context", _dedupe, priority=900)
