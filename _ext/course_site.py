@@ -1,4 +1,4 @@
-"""Small Sphinx fixes for the course's site, each found by the browser test (tests/reader/test_site.py).
+r"""Small Sphinx fixes for the course's site, each found by the browser test (tests/reader/test_site.py).
 
 1. sphinx-thebe (loaded by Jupyter Book 1 even with Thebe off) registers its inline configuration script once
    per reading pass, so every page declared `const THEBE_JS_URL` twice: a console error in every reader's
