@@ -182,7 +182,9 @@ def fit_seq2seq(
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
     hist = History(extra={"lr": []})
     model.train()
-    for step in tqdm(range(steps), disable=not progress, desc="training"):
+    # A bar redrawn every 10 s at most: a notebook stores every redraw as an output.
+    bar = tqdm(range(steps), disable=not progress, desc="training", mininterval=10.0)
+    for step in bar:
         lr = transformer_lr(step + 1, d_model, warmup, factor)
         for group in opt.param_groups:
             group["lr"] = lr
