@@ -105,7 +105,7 @@ def test_decoder_layer_matches_torch(dtype, batch_first, norm_first):
     forbid = torch.zeros(5, 7, dtype=torch.bool)
     forbid[:, 3] = True
     out_ref = ref(tgt, mem, memory_mask=forbid)
-    _, allowed = masks.from_torch(attn_mask=forbid)
+    _, allowed = masks.from_torch_masks(attn_mask=forbid)
     torch.testing.assert_close(ours(tgt, mem, memory_mask=allowed), out_ref, **TOL[dtype])
 
 

@@ -1,38 +1,66 @@
-"""Attention masks in one convention, and the conversions to and from PyTorch's (chapter 5).
+"""Every attention mask the package uses, in one convention, and the conversions to and from PyTorch's (chapter 5).
 
-**The package convention:** a mask is a boolean tensor broadcastable to ``(..., n_q, n_k)`` with **True = may
-attend** — the convention of :func:`torch.nn.functional.scaled_dot_product_attention`. A *key mask* is the
-special case of shape ``(batch, n_k)``: True = a real key (not padding); it broadcasts over the queries as
-``key_mask[:, None, None, :]`` (:func:`key_mask_to_attn_mask`).
+**The convention:** a mask is a boolean tensor broadcastable to ``(..., n_q, n_k)`` with **True = may attend**,
+as in :func:`torch.nn.functional.scaled_dot_product_attention`. A *key mask* is the special case ``(batch, n_k)``:
+True = a real key (not padding); :func:`key_mask_to_attn_mask` makes it ``(batch, 1, 1, n_k)``.
 
-PyTorch's modules (:class:`torch.nn.MultiheadAttention`, :class:`torch.nn.Transformer` and its layers) use the
-*opposite* sense: ``key_padding_mask`` is True at padding and a boolean ``attn_mask`` is True where attending is
-*not* allowed; float masks hold 0 (allowed) and ``-inf`` (not allowed). :func:`from_torch` (the same function as
-:func:`attention_course.multihead.masks_from_torch`) and :func:`to_torch` convert, once, at that boundary.
+**Causal masks always name their alignment** when there are more keys than queries or fewer (``n_q ≠ n_k``), the
+two names of :mod:`torch.nn.attention.bias`:
 
-With these masks a query row that may attend to no key at all (e.g. a padding query whose keys are all masked)
-gets zero weights and a zero output in the package's attention functions, never NaN.
+* ``"upper_left"``: query ``i`` sees keys ``j ≤ i``; queries and keys both start at position 0. This is
+  ``F.scaled_dot_product_attention(is_causal=True)`` and what a model computes on one whole sequence.
+* ``"lower_right"``: the queries are the *last* ``n_q`` of ``n_k`` positions, so query ``i`` sees keys
+  ``j ≤ i + n_k − n_q``. This is what new tokens need when the keys of earlier tokens are already cached
+  (chunked prefill, decoding one token at a time).
+
+Both are the one rule of :func:`causal_block`, key position ≤ query position, for the positions each alignment
+gives the queries. For ``n_q == n_k`` the two coincide and the alignment may be left out.
+
+PyTorch's modules (:class:`torch.nn.MultiheadAttention`, :class:`torch.nn.Transformer`) use the *opposite* sense:
+``key_padding_mask`` is True at padding and a boolean ``attn_mask`` is True where attending is *not* allowed;
+float masks hold 0 (allowed) and ``-inf``. :func:`from_torch_masks` and :func:`to_torch_masks` convert, once, at
+that boundary. A query row that may attend to no key gets zero weights and a zero output in the package.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 
-from .multihead import masks_from_torch
-
 __all__ = [
+    "ALIGNMENTS",
+    "Alignment",
+    "attention_mask",
+    "causal_block",
     "causal_mask",
     "combine_masks",
-    "from_torch",
+    "from_torch_masks",
     "key_mask_to_attn_mask",
     "padding_mask",
-    "to_torch",
+    "to_torch_masks",
 ]
 
-#: PyTorch's masks (True/-inf = ignore) -> the package's (True = may attend); see ``multihead.masks_from_torch``.
-from_torch = masks_from_torch
+Alignment = Literal["upper_left", "lower_right"]
+#: The two causal alignments, named as in :mod:`torch.nn.attention.bias`.
+ALIGNMENTS: tuple[str, ...] = ("upper_left", "lower_right")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _describe(x: object) -> str:
+    return f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def _check_bool(name: str, m: object, what: str = "True = may attend") -> torch.Tensor:
+    if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
+        raise TypeError(f"{name} must be a boolean tensor ({what}), got {_describe(m)}")
+    return m
 
 
 def padding_mask(
@@ -51,10 +79,7 @@ def padding_mask(
       ``max_len`` defaults to ``max(lengths)``.
     * ``padding_mask(tokens=ids, pad_id=0)``: ``ids != pad_id``.
 
-    Returns:
-        A boolean ``(batch, n)`` tensor, usable as ``key_mask`` of :class:`~attention_course.multihead.
-        MultiHeadAttention` and of the Transformer in :mod:`attention_course.transformer`; its opposite
-        ``~mask`` is PyTorch's ``key_padding_mask``.
+    Its negation ``~mask`` is PyTorch's ``key_padding_mask``.
 
     Raises:
         TypeError: tokens not an integer tensor; neither or both ways of calling used.
@@ -66,8 +91,7 @@ def padding_mask(
         if pad_id is None:
             raise TypeError("padding_mask(tokens=...) needs pad_id")
         if not isinstance(tokens, torch.Tensor) or tokens.is_floating_point() or tokens.dtype == torch.bool:
-            got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise TypeError(f"tokens must be an integer tensor of token ids, got {got}")
+            raise TypeError(f"tokens must be an integer tensor of token ids, got {_describe(tokens)}")
         if tokens.ndim != 2:
             raise ValueError(f"tokens must have shape (batch, n), got {tuple(tokens.shape)}")
         return tokens != pad_id
@@ -84,57 +108,73 @@ def padding_mask(
     return torch.arange(n, device=lengths_t.device)[None, :] < lengths_t[:, None]
 
 
+def causal_block(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+    """The causal rule on absolute positions: ``(n_q, n_k)``, True where key position ≤ query position.
+
+    Every causal mask in the package is this rule: :func:`causal_mask` for whole sequences, one tile of it in
+    tiled attention, the new queries against a cache in decoding.
+
+    Args:
+        q_positions: ``(n_q,)`` integer positions of the queries. k_positions: ``(n_k,)`` of the keys.
+    """
+    for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
+        if not isinstance(p, torch.Tensor) or p.ndim != 1 or p.is_floating_point() or p.dtype == torch.bool:
+            raise TypeError(f"{name} must be a 1-D integer tensor of positions, got {_describe(p)}")
+    return k_positions[None, :] <= q_positions[:, None]
+
+
 def causal_mask(
     n_q: int,
     n_k: int | None = None,
     *,
-    offset: int | None = None,
+    alignment: Alignment | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Causal mask ``(n_q, n_k)``, True = may attend: query ``i`` sees key ``j`` iff ``j <= i + offset``.
+    """Causal mask ``(n_q, n_k)``, True = may attend (chapter 5).
 
-    With the default ``offset = n_k - n_q`` the queries are the *last* ``n_q`` positions of a sequence of
-    ``n_k`` (bottom-right alignment): for ``n_q == n_k`` this is ``tril(ones(n, n))``, and for one new query
-    against ``n_k`` cached keys (incremental decoding, chapter 5) it allows all of them. Pass ``offset=0`` for
-    the top-left alignment of ``F.scaled_dot_product_attention(is_causal=True)``.
+    Args:
+        n_q: number of queries. n_k: number of keys (default ``n_q``).
+        alignment: ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, PyTorch's ``is_causal``) or
+            ``"lower_right"`` (the queries are the last ``n_q`` positions: query ``i`` sees ``j ≤ i + n_k − n_q``).
+            Required when ``n_q ≠ n_k``; for a square mask both give ``tril(ones(n, n))``.
 
     Raises:
-        ValueError: non-positive sizes.
+        ValueError: non-positive sizes, an unknown alignment, or none given for ``n_q ≠ n_k``.
     """
-    n_k = n_q if n_k is None else n_k
-    for name, v in (("n_q", n_q), ("n_k", n_k)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    offset = n_k - n_q if offset is None else offset
-    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=offset)
+    n_q = _positive_int("n_q", n_q)
+    n_k = n_q if n_k is None else _positive_int("n_k", n_k)
+    if alignment is None and n_q != n_k:
+        raise ValueError(
+            f"a causal mask with n_q={n_q} != n_k={n_k} needs alignment='upper_left' (queries start at key 0, "
+            "as PyTorch's is_causal) or 'lower_right' (queries are the last positions, as with a KV cache)"
+        )
+    if alignment is not None and alignment not in ALIGNMENTS:
+        raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
+    first_q = n_k - n_q if alignment == "lower_right" else 0
+    q_pos = torch.arange(first_q, first_q + n_q, device=device)
+    return causal_block(q_pos, torch.arange(n_k, device=device))
 
 
 def key_mask_to_attn_mask(key_mask: torch.Tensor) -> torch.Tensor:
     """``(batch, n_k)`` key mask → ``(batch, 1, 1, n_k)``, broadcastable to ``(batch, heads, n_q, n_k)``."""
-    if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool or key_mask.ndim != 2:
-        got = (f"{key_mask.dtype} {tuple(key_mask.shape)}" if isinstance(key_mask, torch.Tensor)
-               else type(key_mask).__name__)
-        raise TypeError(f"key_mask must be a boolean (batch, n_k) tensor (True = real key), got {got}")
+    _check_bool("key_mask", key_mask, "True = real key")
+    if key_mask.ndim != 2:
+        raise ValueError(f"key_mask must have shape (batch, n_k), got {tuple(key_mask.shape)}")
     return key_mask[:, None, None, :]
 
 
 def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
-    """Logical AND of boolean masks in the package convention (a key may be attended only if every mask allows
-    it), broadcast together; ``None`` entries are skipped, and ``None`` is returned when all are ``None``.
+    """Logical AND of boolean masks (a key may be attended only if every mask allows it), broadcast together;
+    ``None`` entries are skipped, and ``None`` is returned when all are ``None``.
 
-    Combine attention-shaped masks (``(n_q, n_k)``, ``(batch, heads, n_q, n_k)``, ...); turn a ``(batch, n_k)`` key
-    mask into ``(batch, 1, 1, n_k)`` first with :func:`key_mask_to_attn_mask` (broadcasting it directly against
-    ``(n_q, n_k)`` would align its batch axis with the queries).
+    Turn a ``(batch, n_k)`` key mask into ``(batch, 1, 1, n_k)`` first with :func:`key_mask_to_attn_mask`
+    (broadcasting it directly against ``(n_q, n_k)`` would align its batch axis with the queries).
 
     Raises:
         TypeError: a mask that is not a boolean tensor.
         ValueError: masks whose shapes do not broadcast.
     """
-    present = [m for m in masks if m is not None]
-    for i, m in enumerate(present):
-        if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
-            got = m.dtype if isinstance(m, torch.Tensor) else type(m).__name__
-            raise TypeError(f"mask {i} must be a boolean tensor (True = may attend), got {got}")
+    present = [_check_bool(f"mask {i}", m) for i, m in enumerate(masks) if m is not None]
     if not present:
         return None
     try:
@@ -148,24 +188,123 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     return out
 
 
-def to_torch(
+def attention_mask(
+    batch: int,
+    num_heads: int,
+    n_q: int,
+    n_k: int,
+    *,
+    key_mask: torch.Tensor | None = None,
+    attn_mask: torch.Tensor | None = None,
+    causal: Alignment | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor | None:
+    """The one mask a multi-head attention layer applies, ``(batch|1, num_heads|1, n_q, n_k)``, or None (chapter 5).
+
+    Checks and combines what a caller may give :class:`~attention_course.multihead.MultiHeadAttention`.
+
+    Args:
+        batch, num_heads, n_q, n_k: the scores' shape ``(batch, num_heads, n_q, n_k)``.
+        key_mask: boolean ``(batch, n_k)``, True = a real key.
+        attn_mask: boolean ``(n_q, n_k)`` or ``(batch|1, num_heads|1, n_q, n_k)``, True = may attend.
+        causal: add a causal mask with this alignment (None: no causal mask).
+
+    Raises:
+        TypeError: a mask that is not boolean (with the hint to convert PyTorch's masks).
+        ValueError: a mask of the wrong shape.
+    """
+    mask = None
+    hint = "; convert PyTorch's masks with masks.from_torch_masks"
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool:
+            raise TypeError(f"attn_mask must be a boolean tensor (True = may attend), got {_describe(attn_mask)}{hint}")
+        ok = attn_mask.ndim == 2 and tuple(attn_mask.shape) == (n_q, n_k)
+        if attn_mask.ndim == 4:
+            b, h = attn_mask.shape[:2]
+            ok = tuple(attn_mask.shape[2:]) == (n_q, n_k) and b in (1, batch) and h in (1, num_heads)
+        if not ok:
+            raise ValueError(
+                f"attn_mask must have shape (n_q, n_k) = {(n_q, n_k)} or (batch|1, num_heads|1, n_q, n_k) = "
+                f"({batch}|1, {num_heads}|1, {n_q}, {n_k}), got {tuple(attn_mask.shape)}"
+            )
+        mask = attn_mask if attn_mask.ndim == 4 else attn_mask[None, None]
+    if key_mask is not None:
+        if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
+            raise TypeError(f"key_mask must be a boolean tensor (True = a real key), got {_describe(key_mask)}{hint}")
+        if tuple(key_mask.shape) != (batch, n_k):
+            raise ValueError(f"key_mask must have shape (batch, n_k) = {(batch, n_k)}, got {tuple(key_mask.shape)}")
+        km = key_mask[:, None, None, :]
+        mask = km if mask is None else mask & km
+    if causal is not None:
+        tri = causal_mask(n_q, n_k, alignment=causal, device=device)[None, None]
+        mask = tri if mask is None else mask & tri
+    return mask
+
+
+def from_torch_masks(
+    key_padding_mask: torch.Tensor | None = None,
+    attn_mask: torch.Tensor | None = None,
+    num_heads: int | None = None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """PyTorch modules' masks → the package's ``(key_mask, attn_mask)``: boolean, True = may attend.
+
+    The one place where PyTorch's sense (True or ``-inf`` = *ignore*) is translated.
+
+    Args:
+        key_padding_mask: PyTorch's ``(batch, n_k)`` mask, True = padding, or a float mask of 0 and ``-inf``.
+        attn_mask: PyTorch's ``(n_q, n_k)`` or ``(batch·num_heads, n_q, n_k)`` mask, True = not allowed, or a
+            float mask of 0 and ``-inf`` (other additive biases have no boolean equivalent and raise).
+        num_heads: needed only to unfold a 3-D ``attn_mask`` to ``(batch, num_heads, n_q, n_k)``.
+
+    Returns:
+        ``(key_mask, attn_mask)``, ``None`` where the input was ``None``.
+    """
+
+    def allowed(name: str, m: object) -> torch.Tensor:
+        if not isinstance(m, torch.Tensor):
+            raise TypeError(f"{name} must be a torch tensor, got {type(m).__name__}")
+        if m.dtype == torch.bool:
+            return ~m
+        if m.is_floating_point():
+            if not bool(((m == 0) | (m == float("-inf"))).all()):
+                raise ValueError(f"float {name} must hold only 0 and -inf to have a boolean equivalent")
+            return m == 0
+        raise TypeError(f"{name} must be boolean or floating point, got dtype {m.dtype}")
+
+    key_mask = None if key_padding_mask is None else allowed("key_padding_mask", key_padding_mask)
+    am = None
+    if attn_mask is not None:
+        am = allowed("attn_mask", attn_mask)
+        if am.ndim == 3:
+            if num_heads is None or am.shape[0] % num_heads:
+                raise ValueError(
+                    f"a 3-D attn_mask of shape {tuple(am.shape)} = (batch·num_heads, n_q, n_k) needs "
+                    f"num_heads dividing its first dimension, got num_heads={num_heads}"
+                )
+            am = am.unflatten(0, (-1, num_heads))
+        elif am.ndim != 2:
+            raise ValueError(
+                f"attn_mask must be (n_q, n_k) or (batch·num_heads, n_q, n_k), got shape {tuple(am.shape)}"
+            )
+    return key_mask, am
+
+
+def to_torch_masks(
     key_mask: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The package's masks → PyTorch modules' boolean masks: ``(key_padding_mask, attn_mask)``, True = ignore.
+    """The package's masks → PyTorch modules' boolean masks ``(key_padding_mask, attn_mask)``, True = ignore.
 
-    The inverse of :func:`from_torch` for boolean masks. ``key_mask`` ``(batch, n_k)`` becomes PyTorch's
-    ``key_padding_mask``; ``attn_mask`` ``(n_q, n_k)`` becomes ``nn.MultiheadAttention``'s ``attn_mask``
-    (a 4-D ``(batch, heads, n_q, n_k)`` mask is flattened to PyTorch's ``(batch·heads, n_q, n_k)``; it must
-    then be expanded to every head).
+    The inverse of :func:`from_torch_masks` for boolean masks. A 4-D ``(batch, heads, n_q, n_k)`` ``attn_mask``
+    becomes PyTorch's ``(batch·heads, n_q, n_k)`` (it must then be expanded to every head).
 
     Raises:
         TypeError: a mask that is not boolean.
         ValueError: an ``attn_mask`` that is neither 2-D nor 4-D.
     """
-    for name, m in (("key_mask", key_mask), ("attn_mask", attn_mask)):
-        if m is not None and (not isinstance(m, torch.Tensor) or m.dtype != torch.bool):
-            got = m.dtype if isinstance(m, torch.Tensor) else type(m).__name__
-            raise TypeError(f"{name} must be a boolean tensor (True = may attend), got {got}")
+    if key_mask is not None:
+        _check_bool("key_mask", key_mask, "True = real key")
+    if attn_mask is not None:
+        _check_bool("attn_mask", attn_mask)
     kpm = None if key_mask is None else ~key_mask
     am = None
     if attn_mask is not None:

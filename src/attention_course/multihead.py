@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import softmax
+from .masks import from_torch_masks as masks_from_torch  # (moved to masks.py)
 
 __all__ = ["MultiHeadAttention", "HeadWeights", "masks_from_torch", "split_heads", "merge_heads"]
 
@@ -77,56 +78,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     if x.ndim != 4:
         raise ValueError(f"expected (batch, num_heads, n, d_k), got shape {tuple(x.shape)}")
     return x.transpose(1, 2).flatten(2)
-
-
-def masks_from_torch(
-    key_padding_mask: torch.Tensor | None = None,
-    attn_mask: torch.Tensor | None = None,
-    num_heads: int | None = None,
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Convert :class:`torch.nn.MultiheadAttention`'s masks to the package convention (True = may attend).
-
-    The one place where PyTorch's sense (True or ``-inf`` = *ignore*) is translated.
-
-    Args:
-        key_padding_mask: PyTorch's ``(batch, n_k)`` (or ``(n_k,)``) mask, True = padding, or a float mask of
-            0 and ``-inf``.
-        attn_mask: PyTorch's ``(n_q, n_k)`` or ``(batch·num_heads, n_q, n_k)`` mask, True = not allowed, or a
-            float mask of 0 and ``-inf`` (other additive biases have no boolean equivalent and raise).
-        num_heads: needed only to unfold a 3-D ``attn_mask`` to ``(batch, num_heads, n_q, n_k)``.
-
-    Returns:
-        ``(key_mask, attn_mask)`` for :meth:`MultiHeadAttention.forward`: boolean, True = may attend; ``None``
-        where the input was ``None``.
-    """
-
-    def to_allowed(name: str, m: torch.Tensor) -> torch.Tensor:
-        if not isinstance(m, torch.Tensor):
-            raise TypeError(f"{name} must be a torch tensor, got {type(m).__name__}")
-        if m.dtype == torch.bool:
-            return ~m
-        if m.is_floating_point():
-            if not bool(((m == 0) | (m == float("-inf"))).all()):
-                raise ValueError(f"float {name} must hold only 0 and -inf to have a boolean equivalent")
-            return m == 0
-        raise TypeError(f"{name} must be boolean or floating point, got dtype {m.dtype}")
-
-    key_mask = None if key_padding_mask is None else to_allowed("key_padding_mask", key_padding_mask)
-    allowed = None
-    if attn_mask is not None:
-        allowed = to_allowed("attn_mask", attn_mask)
-        if allowed.ndim == 3:
-            if num_heads is None or allowed.shape[0] % num_heads:
-                raise ValueError(
-                    f"a 3-D attn_mask of shape {tuple(allowed.shape)} = (batch·num_heads, n_q, n_k) needs "
-                    f"num_heads dividing its first dimension, got num_heads={num_heads}"
-                )
-            allowed = allowed.unflatten(0, (-1, num_heads))
-        elif allowed.ndim != 2:
-            raise ValueError(
-                f"attn_mask must be (n_q, n_k) or (batch·num_heads, n_q, n_k), got shape {tuple(allowed.shape)}"
-            )
-    return key_mask, allowed
 
 
 class MultiHeadAttention(nn.Module):
@@ -273,8 +224,8 @@ class MultiHeadAttention(nn.Module):
         return mod
 
     # -------------------------------------------------------------------------------------------- inspection
-    def _projection_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(W_q, W_k, W_v)`` in PyTorch's ``(out, in)`` orientation."""
+    def in_projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(W_q, W_k, W_v)`` in PyTorch's ``(out, in)`` orientation (the paper's matrices transposed)."""
         if self._qkv_same_embed_dim:
             return tuple(self.in_proj_weight.split([self.embed_dim, self.kv_dim, self.kv_dim]))  # type: ignore[return-value]
         return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
@@ -292,7 +243,7 @@ class MultiHeadAttention(nn.Module):
             dtype: return copies in this dtype (e.g. ``torch.float64``, to form products of float32 weights
                 without rounding noise); default: the parameters' dtype.
         """
-        w_q, w_k, w_v = (w.detach().to(dtype) for w in self._projection_weights())
+        w_q, w_k, w_v = (w.detach().to(dtype) for w in self.in_projections())
         w_out = self.out_proj.weight.detach().to(dtype)
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
         return HeadWeights(
@@ -446,7 +397,7 @@ class MultiHeadAttention(nn.Module):
         # (n, batch, heads, d) -> (batch, heads, n, d) when sequence-first, (batch, n, heads, d) -> same otherwise
         to_heads = (1, 2, 0, 3) if seq_first else (0, 2, 1, 3)
 
-        w_q, w_k, w_v = self._projection_weights()
+        w_q, w_k, w_v = self.in_projections()
         b_q, b_k, b_v = self._projection_biases()
         if self._qkv_same_embed_dim and key is query and value is query:
             # Self-attention: one matrix product for all heads' Q, K and V (the "fused" form).

@@ -217,7 +217,7 @@ class KVCache:
 def _proj(mha: MultiHeadAttention, x: torch.Tensor, which: slice) -> torch.Tensor:
     """Project batch-first ``x`` with rows ``which`` of the fused in-projection and split heads:
     ``(batch, n, d_model) -> (batch, h, n, d_k)`` (several blocks stacked on the last-but-one axis)."""
-    w_q, w_k, w_v = mha._projection_weights()
+    w_q, w_k, w_v = mha.in_projections()
     b = mha._projection_biases()
     w = torch.cat([w_q, w_k, w_v])[which] if mha.in_proj_weight is None else mha.in_proj_weight[which]
     bias = None if b[0] is None else mha.in_proj_bias[which]
@@ -367,7 +367,7 @@ class TransformerDecoderLayer(nn.Module):
         end = start + n_new
         cache.self_k[:, :, start:end] = k
         cache.self_v[:, :, start:end] = v
-        mask = None if n_new == 1 else causal_mask(n_new, end, device=x.device)  # new tokens see the past
+        mask = None if n_new == 1 else causal_mask(n_new, end, alignment="lower_right", device=x.device)
         out = F.scaled_dot_product_attention(q, cache.self_k[:, :, :end], cache.self_v[:, :, :end],
                                              attn_mask=mask)
         return mha.out_proj(out.transpose(1, 2).flatten(2))

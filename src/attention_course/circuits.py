@@ -1,0 +1,117 @@
+"""What a head computes, read off its weights: the QK and OV circuits (chapters 3 and 4).
+
+A head's scores are :math:`x_a W^Q {W^K}^\\top x_b^\\top`, so it sees :math:`W^Q` and :math:`W^K` only through their
+product, the **QK circuit** :math:`W_{QK} = W^Q {W^K}^\\top` (``d_model × d_model``, rank ≤ d_k); what it writes for
+each unit of weight on a token is that token times the **OV circuit** :math:`W_{OV} = W^V W^O` (Elhage et al.,
+2021). Both functions take stacks of matrices, one per head, so :func:`head_weights` of a
+:class:`~attention_course.multihead.MultiHeadAttention` feeds them directly::
+
+    hw = head_weights(mha, torch.float64)
+    qk_circuit(hw.w_q, hw.w_k)   # (num_heads, embed_dim, kdim)
+    ov_circuit(hw.w_v, hw.w_o)   # (num_heads, vdim, embed_dim)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from ._checks import ArrayLike, same_kind, to_output, to_torch
+
+if TYPE_CHECKING:
+    from .multihead import MultiHeadAttention
+
+__all__ = ["HeadWeights", "head_weights", "ov_circuit", "qk_circuit"]
+
+
+class HeadWeights(NamedTuple):
+    """Every head's matrices in the paper's orientation (``x @ W``), from :func:`head_weights`.
+
+    Attributes:
+        w_q: ``(num_heads, embed_dim, d_k)``; ``w_q[i]`` is :math:`W_i^Q`, columns ``i·d_k … (i+1)·d_k − 1`` of
+            the layer's :math:`W^Q`.
+        w_k: ``(num_heads, kdim, d_k)``; ``w_k[i]`` is the :math:`W^K` that query head ``i`` uses (with grouped-
+            query attention, the key head of its group: heads of one group share it).
+        w_v: ``(num_heads, vdim, d_k)``; likewise for :math:`W^V`.
+        w_o: ``(num_heads, d_k, embed_dim)``; ``w_o[i]`` is :math:`W_i^O`, the rows of :math:`W^O` that head ``i``'s
+            output multiplies.
+    """
+
+    w_q: torch.Tensor
+    w_k: torch.Tensor
+    w_v: torch.Tensor
+    w_o: torch.Tensor
+
+
+def head_weights(mha: MultiHeadAttention, dtype: torch.dtype | None = None) -> HeadWeights:
+    """Each head's :math:`W_i^Q, W_i^K, W_i^V, W_i^O` of a multi-head layer, detached (chapter 4).
+
+    Args:
+        mha: a :class:`~attention_course.multihead.MultiHeadAttention`.
+        dtype: return copies in this dtype (e.g. ``torch.float64``, to form products of float32 weights without
+            rounding noise); default: the parameters' dtype.
+    """
+    from .multihead import MultiHeadAttention
+
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    w_q, w_k, w_v = (w.detach().to(dtype) for w in mha.in_projections())
+    w_out = mha.out_proj.weight.detach().to(dtype)
+    h, h_kv, d = mha.num_heads, mha.num_kv_heads, mha.head_dim
+    group = h // h_kv
+
+    def per_head(w: torch.Tensor, heads: int) -> torch.Tensor:  # (heads·d, in) -> (heads, in, d)
+        return w.T.unflatten(1, (heads, d)).permute(1, 0, 2)
+
+    return HeadWeights(
+        w_q=per_head(w_q, h),
+        w_k=per_head(w_k, h_kv).repeat_interleave(group, dim=0),
+        w_v=per_head(w_v, h_kv).repeat_interleave(group, dim=0),
+        w_o=w_out.T.unflatten(0, (h, d)),
+    )
+
+
+def _stacks(names: tuple[str, str], a: ArrayLike, b: ArrayLike) -> tuple[bool, torch.Tensor, torch.Tensor]:
+    as_numpy = same_kind(names, [a, b])
+    ta, tb = to_torch(names[0], a), to_torch(names[1], b)
+    for name, t in zip(names, (ta, tb), strict=True):
+        if t.ndim < 2:
+            raise ValueError(f"{name} must be a matrix or a stack of matrices (..., rows, cols), got {tuple(t.shape)}")
+    if ta.dtype != tb.dtype:
+        raise TypeError(f"{names[0]} and {names[1]} must share a dtype, got {ta.dtype} and {tb.dtype}")
+    return as_numpy, ta, tb
+
+
+def qk_circuit(w_q: ArrayLike, w_k: ArrayLike) -> ArrayLike:
+    r""":math:`W_{QK} = W^Q {W^K}^\top`: the bilinear form whose value :math:`x_a W_{QK} x_b^\top` is the (unscaled,
+    bias-free) score of query token ``a`` for key token ``b`` (chapter 3). Rank ≤ d_k.
+
+    Args:
+        w_q: ``(..., d_model, d_k)``; w_k: ``(..., d_kv, d_k)`` (numpy or torch, the same kind).
+
+    Returns:
+        ``(..., d_model, d_kv)``.
+    """
+    as_numpy, a, b = _stacks(("w_q", "w_k"), w_q, w_k)
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"w_q (..., d_model, d_k) and w_k (..., d_kv, d_k) must share d_k, got {tuple(a.shape)} "
+                         f"and {tuple(b.shape)}")
+    return to_output(a @ b.transpose(-2, -1), as_numpy)
+
+
+def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
+    r""":math:`W_{OV} = W^V W^O`: what a head writes to its output for each unit of weight on a token (chapter 3).
+    Rank ≤ d_v.
+
+    Args:
+        w_v: ``(..., d_model, d_v)``; w_o: ``(..., d_v, d_out)`` (numpy or torch, the same kind).
+
+    Returns:
+        ``(..., d_model, d_out)``.
+    """
+    as_numpy, a, b = _stacks(("w_v", "w_o"), w_v, w_o)
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"w_v (..., d_model, d_v) and w_o (..., d_v, d_out) must share d_v, got {tuple(a.shape)} "
+                         f"and {tuple(b.shape)}")
+    return to_output(a @ b, as_numpy)
