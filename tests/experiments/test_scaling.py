@@ -1,4 +1,4 @@
-"""scaling.py (chapter 2): the moments of q·k, the softmax Jacobian against autograd, the saturation
+"""experiments/scaling.py (chapter 2): the moments of q·k, the softmax Jacobian against autograd, the saturation
 measurement against a hand-written chain rule, and the retrieval head against PyTorch's attention."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from sympy import stats
 
 from attention_course import softmax
-from attention_course.scaling import (
+from attention_course.experiments.scaling import (
     PLACEMENTS,
     RetrievalHead,
     dot_product_moments,

@@ -10,8 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_course import scaled_dot_product_attention
-from attention_course.train import accuracy
-from attention_course.variants import (
+from attention_course.experiments.roles import (
     AttentionHead,
     PreviousTokenModel,
     RecallModel,
@@ -24,6 +23,7 @@ from attention_course.variants import (
     recall_sampler,
     run_seeds,
 )
+from attention_course.train import accuracy
 
 
 def _randn(*shape, seed=0):

@@ -1,4 +1,4 @@
-"""heads.py: the cost counters against PyTorch's FLOP counter, the pattern fit against the rank bound, the
+"""experiments/heads.py: the cost counters against PyTorch's FLOP counter, the pattern fit against the rank bound, the
 two-query task against its definition, and the head sweep's bookkeeping."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attention_course import heads as hd
+from attention_course.experiments import heads as hd
 
 
 @pytest.mark.parametrize("n,d_model,h", [(5, 8, 2), (7, 12, 3), (16, 16, 1)])

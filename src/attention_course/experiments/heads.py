@@ -26,14 +26,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import associative_recall
-from .multihead import MultiHeadAttention
+from ..data import associative_recall
+from ..multihead import MultiHeadAttention
 
 with warnings.catch_warnings():
     # train.py imports tqdm.auto, which warns (with a machine-specific path) in a Jupyter kernel without
     # ipywidgets; the book never shows progress bars, and a notebook's output must not depend on the machine.
     warnings.filterwarnings("ignore", message="IProgress not found")
-    from .train import accuracy, fit
+    from ..train import accuracy, fit
 
 __all__ = [
     "ModelConfig",

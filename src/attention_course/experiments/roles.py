@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ._checks import ArrayLike, same_kind, to_output, to_torch
-from .attention import scaled_dot_product_attention
-from .data import associative_recall, previous_token
-from .train import Sampler, accuracy, fit
+from .._checks import ArrayLike, same_kind, to_output, to_torch
+from ..attention import scaled_dot_product_attention
+from ..data import associative_recall, previous_token
+from ..train import Sampler, accuracy, fit
 
 __all__ = [
     "attention_alt",

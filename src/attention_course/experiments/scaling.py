@@ -27,11 +27,11 @@ import torch
 from sympy import stats
 from torch import nn
 
-from ._checks import ArrayLike, same_kind, to_output, to_torch
-from .attention import attention_entropy, scaled_dot_product_attention, softmax
-from .data import associative_recall
-from .train import History, accuracy, fit
-from .variants import recall_sampler as retrieval_sampler  # the same seeded recall batches as chapter 3
+from .._checks import ArrayLike, same_kind, to_output, to_torch
+from ..attention import attention_entropy, scaled_dot_product_attention, softmax
+from ..data import associative_recall
+from ..train import History, accuracy, fit
+from .roles import recall_sampler as retrieval_sampler  # the same seeded recall batches as chapter 3
 
 __all__ = [
     "PLACEMENTS",
