@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_course.data import associative_recall, previous_token
+from attention_course.data import associative_recall, previous_token, previous_token_sampler, recall_sampler
 
 
 def test_associative_recall_consistent():
@@ -16,10 +16,11 @@ def test_associative_recall_consistent():
         assert b.keys[row, b.position[row]] == b.query[row] and b.values[row, b.position[row]] == b.target[row]
     again = associative_recall(64, 6, 10, 5, torch.Generator().manual_seed(0))
     assert torch.equal(again.keys, b.keys) and torch.equal(again.target, b.target)
+    assert all(x is y for x, y in zip(b.inputs, (b.keys, b.values, b.query), strict=True))
 
 
 def test_associative_recall_errors():
-    with pytest.raises(ValueError, match="n_pairs <= n_keys"):
+    with pytest.raises(ValueError, match="n_pairs <= key_vocab"):
         associative_recall(2, 11, 10, 5)
     with pytest.raises(ValueError, match="at least 2 values"):
         associative_recall(2, 3, 10, 1)
@@ -31,6 +32,21 @@ def test_previous_token():
     assert torch.all(targets[:, 0] == -100) and torch.equal(targets[:, 1:], tokens[:, :-1])
     with pytest.raises(ValueError):
         previous_token(2, 1, 7)
+
+
+def test_samplers_are_seeded_streams():
+    a, b = recall_sampler(4, 3, 6, 5, seed=3), recall_sampler(4, 3, 6, 5, seed=3)
+    g = torch.Generator().manual_seed(3)
+    for step in range(2):
+        (ka, va, qa), ta = a(step)
+        (kb, vb, qb), tb = b(step)
+        assert torch.equal(ka, kb) and torch.equal(ta, tb)
+        direct = associative_recall(4, 3, 6, 5, g)  # the stream is associative_recall's, batch after batch
+        assert all(torch.equal(x, y) for x, y in zip((ka, va, qa), direct.inputs, strict=True))
+        assert torch.equal(ta, direct.target)
+    (t1,), y1 = previous_token_sampler(4, 6, 5, seed=1)(0)
+    (t2,), _ = previous_token_sampler(4, 6, 5, seed=2)(0)
+    assert not torch.equal(t1, t2) and torch.equal(y1[:, 1:], t1[:, :-1])
 
 
 # ------------------------------------------------------------------------------------------- chapter 5

@@ -1,9 +1,11 @@
 """The training loop learns a task it should, deterministically, and its helpers compute what they say."""
 
+import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from attention_course.train import accuracy, fit, mean_std
+from attention_course.train import accuracy, evaluate, fit, mean_std, run_seeds, train_step
 
 
 def _linear_task(seed: int):
@@ -27,6 +29,81 @@ def test_fit_learns_and_is_deterministic():
     assert runs[0].loss == runs[1].loss  # same seeds, same curve
     assert runs[0].loss[-1] < 0.5 * runs[0].loss[0]
     assert len(runs[0].extra["w_norm"]) == 150
+
+
+def test_fit_rejects_no_steps():
+    with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
+        fit(nn.Linear(4, 3), _linear_task(0), steps=0)
+
+
+def test_train_step_is_one_clipped_adam_step():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    model, ref = nn.Linear(4, 3), nn.Linear(4, 3)
+    ref.load_state_dict(model.state_dict())
+    opt, ref_opt = torch.optim.Adam(model.parameters(), lr=0.1), torch.optim.Adam(ref.parameters(), lr=0.1)
+    for _ in range(3):
+        value = train_step(opt, 100 * F.cross_entropy(model(x), y), clip=0.5)
+        ref_loss = 100 * F.cross_entropy(ref(x), y)
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        norm = torch.cat([p.grad.flatten() for p in ref.parameters()]).norm()
+        assert norm > 0.5  # so the clipping below does something
+        for p in ref.parameters():
+            p.grad *= 0.5 / (norm + 1e-6)
+        ref_opt.step()
+        assert value == ref_loss.item()
+        assert all(p.grad.norm() > 0 for p in model.parameters())
+        for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match=r"scalar tensor, got shape \(8,\)"):
+        train_step(opt, F.cross_entropy(model(x), y, reduction="none"))
+
+
+def test_evaluate_is_accuracy_and_cross_entropy():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    x, y = torch.randn(2, 5, 4), torch.randint(0, 3, (2, 5))
+    y[0, :2] = -100
+    result = evaluate(model, (x,), y)
+    keep = y != -100
+    with torch.no_grad():
+        logits = model(x)
+        assert result.accuracy == float((logits.argmax(-1)[keep] == y[keep]).float().mean())
+        nll = -logits.log_softmax(-1).gather(-1, y.clamp_min(0)[..., None])[..., 0]
+        assert result.loss == pytest.approx(float(nll[keep].mean()), rel=1e-6)
+    assert result.accuracy == accuracy(model, (x,), y)
+
+
+def test_run_seeds_seeds_builds_and_batches_and_restores_what_it_changes():
+    test = _linear_task(99)(0)
+    torch.manual_seed(123)
+    expected_next = torch.rand(2)
+    torch.manual_seed(123)
+    threads = torch.get_num_threads()
+    seen_threads = []
+
+    def build():
+        seen_threads.append(torch.get_num_threads())
+        return nn.Linear(4, 3)
+
+    runs = run_seeds(build, _linear_task, test, seeds=[5, 6], steps=60, lr=0.05)
+    assert torch.equal(torch.rand(2), expected_next)  # the caller's random stream is untouched
+    assert seen_threads == [1, 1] and torch.get_num_threads() == threads
+    assert [r.seed for r in runs] == [5, 6] and all(len(r.history.loss) == 60 for r in runs)
+    # seed 5's run, by hand: the model built under manual_seed(5), trained on _linear_task(5)
+    torch.manual_seed(5)
+    model = nn.Linear(4, 3)
+    hist = fit(model, _linear_task(5), 60, 0.05)
+    assert runs[0].history.loss == hist.loss
+    assert (runs[0].accuracy, runs[0].test_loss) == evaluate(model, *test)
+    assert runs[1].history.loss != runs[0].history.loss
+    with pytest.raises(ValueError, match="at least one seed"):
+        run_seeds(build, _linear_task, test, seeds=[], steps=1, lr=0.1)
+    with pytest.raises(ValueError, match="distinct"):
+        run_seeds(build, _linear_task, test, seeds=[1, 1], steps=1, lr=0.1)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        run_seeds(build, _linear_task, test, seeds=[1.5], steps=1, lr=0.1)
 
 
 def test_accuracy_ignores_minus_100():

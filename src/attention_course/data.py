@@ -1,24 +1,29 @@
-"""Synthetic tasks generated on the fly, no downloads (chapters 2–4).
+"""Synthetic tasks generated on the fly, no downloads (chapters 2–5).
 
-Every generator takes a ``torch.Generator`` so a notebook's experiment is reproducible, and returns plain
-integer tensors. Token ids for keys and values are drawn from disjoint ranges so a model cannot confuse them.
+A function that draws one batch takes a ``torch.Generator``; a sampler, which owns a stream of batches for
+:func:`attention_course.train.fit`, takes a ``seed: int`` and makes its own generator. Both return plain integer
+tensors, so a notebook's experiment is reproducible. Keys and values are ids in separate vocabularies (a model
+embeds them with separate tables), so a model cannot confuse them.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-__all__ = ["RecallBatch", "associative_recall", "previous_token"]
+if TYPE_CHECKING:
+    from .train import Sampler
+
+__all__ = ["RecallBatch", "associative_recall", "recall_sampler", "previous_token", "previous_token_sampler"]
 
 
 class RecallBatch(NamedTuple):
     """One batch of the associative-recall task.
 
     Attributes:
-        keys: ``(batch, n_pairs)`` key ids in ``[0, n_keys)``, distinct within a row.
-        values: ``(batch, n_pairs)`` value ids in ``[0, n_values)``.
+        keys: ``(batch, n_pairs)`` key ids in ``[0, key_vocab)``, distinct within a row.
+        values: ``(batch, n_pairs)`` value ids in ``[0, value_vocab)``.
         query: ``(batch,)`` one of the row's keys.
         target: ``(batch,)`` the value stored under ``query``.
         position: ``(batch,)`` where ``query`` sits among the row's keys.
@@ -30,9 +35,15 @@ class RecallBatch(NamedTuple):
     target: torch.Tensor
     position: torch.Tensor
 
+    @property
+    def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(keys, values, query)``: what a recall model reads, so ``(batch.inputs, batch.target)`` is the
+        ``(inputs, targets)`` pair that :func:`attention_course.train.fit` and ``evaluate`` take."""
+        return self.keys, self.values, self.query
+
 
 def associative_recall(
-    batch: int, n_pairs: int, n_keys: int, n_values: int, generator: torch.Generator | None = None
+    batch: int, n_pairs: int, key_vocab: int, value_vocab: int, generator: torch.Generator | None = None
 ) -> RecallBatch:
     """A soft-dictionary task: ``n_pairs`` (key, value) pairs and a query key; the answer is the query's value.
 
@@ -42,23 +53,41 @@ def associative_recall(
 
     Args:
         batch: number of sequences.
-        n_pairs: pairs per sequence (``≤ n_keys``: keys are distinct within a sequence).
-        n_keys: size of the key vocabulary.
-        n_values: size of the value vocabulary.
+        n_pairs: pairs per sequence (``≤ key_vocab``: keys are distinct within a sequence).
+        key_vocab: how many different keys there are.
+        value_vocab: how many different values there are.
         generator: the random source.
 
     Returns:
         A :class:`RecallBatch`.
     """
-    if not 1 <= n_pairs <= n_keys:
-        raise ValueError(f"need 1 <= n_pairs <= n_keys (keys are distinct), got n_pairs={n_pairs}, n_keys={n_keys}")
-    if n_values < 2:
-        raise ValueError(f"need at least 2 values, got n_values={n_values}")
-    keys = torch.rand(batch, n_keys, generator=generator).argsort(dim=1)[:, :n_pairs]
-    values = torch.randint(0, n_values, (batch, n_pairs), generator=generator)
+    if not 1 <= n_pairs <= key_vocab:
+        raise ValueError(
+            f"need 1 <= n_pairs <= key_vocab (keys are distinct), got n_pairs={n_pairs}, key_vocab={key_vocab}"
+        )
+    if value_vocab < 2:
+        raise ValueError(f"need at least 2 values, got value_vocab={value_vocab}")
+    keys = torch.rand(batch, key_vocab, generator=generator).argsort(dim=1)[:, :n_pairs]
+    values = torch.randint(0, value_vocab, (batch, n_pairs), generator=generator)
     position = torch.randint(0, n_pairs, (batch,), generator=generator)
     rows = torch.arange(batch)
     return RecallBatch(keys, values, keys[rows, position], values[rows, position], position)
+
+
+def recall_sampler(batch: int, n_pairs: int, key_vocab: int, value_vocab: int, seed: int) -> Sampler:
+    """A seeded stream of :func:`associative_recall` batches for :func:`attention_course.train.fit` (chapters 2–3):
+    ``step -> ((keys, values, query), target)``.
+
+    The batches are drawn in order from one generator seeded with ``seed`` (``step`` is not used), so two samplers
+    with the same arguments give the same stream.
+    """
+    g = torch.Generator().manual_seed(seed)
+
+    def sample(step: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        b = associative_recall(batch, n_pairs, key_vocab, value_vocab, g)
+        return b.inputs, b.target
+
+    return sample
 
 
 def previous_token(
@@ -79,6 +108,18 @@ def previous_token(
     targets = torch.full_like(tokens, -100)
     targets[:, 1:] = tokens[:, :-1]
     return tokens, targets
+
+
+def previous_token_sampler(batch: int, length: int, vocab: int, seed: int) -> Sampler:
+    """A seeded stream of :func:`previous_token` batches for :func:`attention_course.train.fit` (chapter 3):
+    ``step -> ((tokens,), targets)``, drawn in order from one generator seeded with ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+
+    def sample(step: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        tokens, targets = previous_token(batch, length, vocab, g)
+        return (tokens,), targets
+
+    return sample
 
 
 # --------------------------------------------------------------------------------------------- chapter 5

@@ -1,14 +1,16 @@
-"""Device choice and seeding, used by every notebook's setup cell (chapter 1 onwards)."""
+"""Device choice and seeding: every notebook's setup cell (chapter 1 onwards) and every seeded experiment."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
-__all__ = ["get_device", "seed_everything"]
+__all__ = ["get_device", "seed_everything", "seeded"]
 
 
 def get_device(prefer: str | None = None) -> torch.device:
@@ -36,3 +38,24 @@ def seed_everything(seed: int = 0) -> None:
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 -- the legacy global RNG is what unseeded user code draws from
     torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the enclosed block with PyTorch's global generator seeded with ``seed``; restore the caller's state after.
+
+    What a block draws from the global generator (``torch.randn`` without a ``generator``, the default
+    initialisation of ``nn.Linear`` and ``nn.Embedding``) is then fixed by ``seed``, and the caller's own random
+    stream continues as if the block had not run. The course's experiments build each model this way::
+
+        with seeded(seed):
+            model = build()
+
+    Raises:
+        TypeError: ``seed`` is not an integer.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        yield

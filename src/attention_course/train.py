@@ -1,5 +1,6 @@
 """A small, deterministic training loop for the course's toy experiments (chapters 2–4; the Transformer of
-chapter 5 adds its own schedule on top).
+chapter 5 adds its own schedule on top), with the one training step every loop shares and the multi-seed
+runner the experiments use.
 
 The loop is deliberately plain: Adam, cross-entropy with ``ignore_index=-100``, a fixed number of steps, a fresh
 batch per step from a seeded sampler. It records the loss every step so notebooks can plot exact curves and
@@ -11,13 +12,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm  # the plain text bar: tqdm.auto warns (with a local path) when ipywidgets is absent
 
-__all__ = ["History", "fit", "accuracy", "mean_std"]
+from .device import seeded
+from .measure import cpu_threads
+
+__all__ = ["History", "Evaluation", "SeedRun", "train_step", "fit", "evaluate", "accuracy", "run_seeds", "mean_std"]
 
 Inputs = tuple[torch.Tensor, ...]
 Sampler = Callable[[int], tuple[Inputs, torch.Tensor]]
@@ -29,6 +34,34 @@ class History:
 
     loss: list[float] = field(default_factory=list)
     extra: dict[str, list[float]] = field(default_factory=dict)
+
+
+def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, clip: float | None = None) -> float:
+    """One optimisation step on ``loss``: zero the gradients, backpropagate, clip their norm, step.
+
+    Every training loop of the course takes its steps here: :func:`fit`, :func:`fit_seq2seq` and the experiments'
+    own loops.
+
+    Args:
+        optimizer: holds the parameters to update.
+        loss: a scalar tensor, computed from those parameters.
+        clip: the largest global L2 norm of the gradients of the optimiser's parameters; larger gradients are
+            scaled down to it (None: no clipping).
+
+    Returns:
+        ``loss`` as a float.
+
+    Raises:
+        ValueError: ``loss`` is not a scalar.
+    """
+    if loss.ndim != 0:
+        raise ValueError(f"loss must be a scalar tensor, got shape {tuple(loss.shape)}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip is not None:
+        nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip)
+    optimizer.step()
+    return loss.item()
 
 
 def fit(
@@ -48,7 +81,7 @@ def fit(
         model: maps ``*inputs`` to logits of shape ``(..., n_classes)``.
         sample: ``sample(step) -> (inputs, targets)``; ``targets`` has the logits' shape without the last axis,
             with ``-100`` where there is nothing to predict. Seed it for reproducibility.
-        steps: number of optimisation steps.
+        steps: number of optimisation steps, at least 1.
         lr: learning rate.
         weight_decay: AdamW's decoupled weight decay.
         clip: gradient-norm clipping threshold (None to disable).
@@ -58,6 +91,8 @@ def fit(
     Returns:
         A :class:`History`.
     """
+    if steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps}")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     hist = History(extra={name: [] for name in (track or {})})
     model.train()
@@ -65,12 +100,7 @@ def fit(
         inputs, targets = sample(step)
         logits = model(*inputs)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        hist.loss.append(loss.item())
+        hist.loss.append(train_step(opt, loss, clip))
         with torch.no_grad():
             for name, f in (track or {}).items():
                 hist.extra[name].append(float(f(model)))
@@ -78,13 +108,95 @@ def fit(
     return hist
 
 
+class Evaluation(NamedTuple):
+    """What :func:`evaluate` measures on a fixed test set (positions whose target is -100 do not count).
+
+    Attributes:
+        accuracy: the fraction of positions whose arg-max logit is the target.
+        loss: the mean cross-entropy, in nats.
+    """
+
+    accuracy: float
+    loss: float
+
+
 @torch.no_grad()
+def evaluate(model: nn.Module, inputs: Inputs, targets: torch.Tensor) -> Evaluation:
+    """Accuracy and cross-entropy of ``model(*inputs)`` against ``targets``, in evaluation mode, from one forward pass.
+
+    Returns:
+        An :class:`Evaluation`.
+    """
+    model.eval()
+    logits = model(*inputs)
+    keep = targets != -100
+    correct = logits.argmax(dim=-1)[keep] == targets[keep]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    return Evaluation(float(correct.float().mean()), float(loss))
+
+
 def accuracy(model: nn.Module, inputs: Inputs, targets: torch.Tensor) -> float:
     """Fraction of positions whose arg-max logit equals the target (positions with target -100 ignored)."""
-    model.eval()
-    pred = model(*inputs).argmax(dim=-1)
-    keep = targets != -100
-    return float((pred[keep] == targets[keep]).float().mean())
+    return evaluate(model, inputs, targets).accuracy
+
+
+class SeedRun(NamedTuple):
+    """One seed's run from :func:`run_seeds`.
+
+    Attributes:
+        seed: the seed, which fixed the initial weights and the training batches.
+        model: the trained model (in evaluation mode).
+        history: the training loss at every step, and what ``track`` measured (see :func:`fit`).
+        accuracy, test_loss: its :class:`Evaluation` on the test set.
+    """
+
+    seed: int
+    model: nn.Module
+    history: History
+    accuracy: float
+    test_loss: float
+
+
+def run_seeds(
+    build: Callable[[], nn.Module],
+    make_sampler: Callable[[int], Sampler],
+    test: tuple[Inputs, torch.Tensor],
+    seeds: Sequence[int],
+    *,
+    steps: int,
+    lr: float,
+    track: dict[str, Callable[[nn.Module], float]] | None = None,
+    threads: int | None = 1,
+) -> list[SeedRun]:
+    """Train one fresh model per seed and score it on a fixed test set: the multi-seed runner of chapters 2–4.
+
+    For each seed ``s``: ``with seeded(s): model = build()`` (:func:`attention_course.device.seeded`: the initial
+    weights are fixed by ``s``, and the caller's random state is left as it was), then
+    ``fit(model, make_sampler(s), steps, lr, track=track)`` and :func:`evaluate` on ``test = (inputs, targets)``.
+    Everything runs on ``threads`` CPU threads (:func:`attention_course.measure.cpu_threads`; the setting is
+    restored afterwards): the course's models are tiny, and one thread is as fast as several and sums in the same
+    order on every machine.
+
+    Returns:
+        One :class:`SeedRun` per seed, in the order of ``seeds``.
+
+    Raises:
+        ValueError: ``seeds`` empty or repeated.
+        TypeError: a seed is not an integer.
+    """
+    if len(seeds) == 0:
+        raise ValueError("seeds must name at least one seed, got none")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct (a repeated seed repeats its run exactly), got {list(seeds)}")
+    runs = []
+    with cpu_threads(threads):
+        for seed in seeds:
+            with seeded(seed):
+                model = build()
+            history = fit(model, make_sampler(seed), steps, lr, track=track)
+            result = evaluate(model, *test)
+            runs.append(SeedRun(seed, model, history, result.accuracy, result.loss))
+    return runs
 
 
 def mean_std(values: Sequence[float], digits: int = 3) -> str:
@@ -193,12 +305,7 @@ def fit_seq2seq(
         logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
                                ignore_index=pad_id, label_smoothing=label_smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        hist.loss.append(loss.item())
+        hist.loss.append(train_step(opt, loss, clip))
         hist.extra["lr"].append(lr)
     model.eval()
     return hist

@@ -10,6 +10,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from attention_course.experiments import heads as hd
+from attention_course.train import run_seeds
 
 
 @pytest.mark.parametrize("n,d_model,h", [(5, 8, 2), (7, 12, 3), (16, 16, 1)])
@@ -125,22 +126,31 @@ def test_attention_weights_are_the_forward_pass_weights():
     torch.testing.assert_close(model.readout(question[:, 0] + read), model(keys, values, qa, qb))
 
 
+def test_two_query_sampler_is_a_seeded_stream():
+    a, b = hd.two_query_sampler(4, 5, 9, 4, seed=1), hd.two_query_sampler(4, 5, 9, 4, seed=1)
+    g = torch.Generator().manual_seed(1)
+    for step in range(2):
+        (inputs, target), (again, target_b) = a(step), b(step)
+        direct_inputs, direct_target = hd.two_query_recall(4, 5, 9, 4, g)
+        for x, y, z in zip(inputs, again, direct_inputs, strict=True):
+            assert torch.equal(x, y) and torch.equal(x, z)
+        assert torch.equal(target, target_b) and torch.equal(target, direct_target)
+
+
 def test_head_sweep_bookkeeping_and_threads():
     before = torch.get_num_threads()
     sweep = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, batch=16, test_size=64)
-    assert torch.get_num_threads() == before  # single_thread restored the setting
+    assert torch.get_num_threads() == before  # run_seeds restored the setting
     assert sweep.heads == [1, 4] and set(sweep.models) == {1, 4}
     assert all(len(sweep.accuracy[h]) == len(sweep.loss[h]) == 2 for h in (1, 4))
     assert all(0.0 <= a <= 1.0 for h in (1, 4) for a in sweep.accuracy[h])
     again = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, batch=16, test_size=64)
     assert again.loss == sweep.loss  # seeded: reproducible
+    # h = 4, seed 1, by hand: weights from seed 1, batches from seed 1001, the test set from seed 10_000
+    test = hd.two_query_recall(64, 8, 16, 8, torch.Generator().manual_seed(10_000))
+    (run,) = run_seeds(lambda: hd.TwoQueryRecall(8, 4, 16, 8), lambda s: hd.two_query_sampler(16, 8, 16, 8, 1001),
+                       test, seeds=[1], steps=20, lr=5e-3)
+    assert (sweep.accuracy[4][1], sweep.loss[4][1]) == (run.accuracy, run.test_loss)
+    assert sweep.models[4].state_dict().keys() == run.model.state_dict().keys()
     with pytest.raises(ValueError, match="divide d_model"):
         hd.head_sweep(d_model=8, heads=(3,))
-
-
-def test_single_thread_restores_after_error():
-    before = torch.get_num_threads()
-    with pytest.raises(RuntimeError), hd.single_thread():
-        assert torch.get_num_threads() == 1
-        raise RuntimeError
-    assert torch.get_num_threads() == before

@@ -1,7 +1,5 @@
-"""Chapter 3's attention variants: AttentionAlt and its absorption, cross-attention (against PyTorch's
-``nn.MultiheadAttention``), tied heads, and the one-layer models trained in the chapter."""
-
-import math
+"""experiments/roles.py (chapter 3): AttentionAlt and its absorption, cross-attention (against PyTorch's
+``nn.MultiheadAttention``), the QK and OV circuits as the chapter uses them, and the previous-token model."""
 
 import numpy as np
 import pytest
@@ -10,20 +8,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_course import scaled_dot_product_attention
-from attention_course.experiments.roles import (
-    AttentionHead,
-    PreviousTokenModel,
-    RecallModel,
-    absorb_alt_weight,
-    attention_alt,
-    cross_attention,
-    ov_circuit,
-    previous_token_sampler,
-    qk_circuit,
-    recall_sampler,
-    run_seeds,
-)
-from attention_course.train import accuracy
+from attention_course.circuits import ov_circuit, qk_circuit
+from attention_course.data import previous_token_sampler
+from attention_course.experiments.roles import PreviousTokenModel, absorb_alt_weight, attention_alt, cross_attention
 
 
 def _randn(*shape, seed=0):
@@ -83,8 +70,10 @@ def test_qk_and_ov_circuits():
     torch.testing.assert_close(ov_circuit(w_v, w_o), w_v @ w_o)
     with pytest.raises(ValueError):
         qk_circuit(w_q, _randn(6, 2))
-    with pytest.raises(ValueError, match=r"\(d_v, d_model\)"):
+    with pytest.raises(ValueError, match="must share d_v"):
         ov_circuit(w_v, _randn(4, 6))
+    # numpy in, numpy out, as chapter 3 uses them
+    np.testing.assert_allclose(qk_circuit(w_q.numpy(), w_k.numpy()), (w_q @ w_k.T).numpy())
 
 
 # --- cross-attention ------------------------------------------------------------------------------------------
@@ -133,57 +122,7 @@ def test_cross_attention_errors_and_the_seeds_wiring():
         scaled_dot_product_attention(x @ w_k, x @ w_k, y @ w_q)
 
 
-# --- tied heads -------------------------------------------------------------------------------------------------
-
-def test_attention_head_matches_torch_and_ties_parameters():
-    torch.manual_seed(0)
-    head = AttentionHead(8, 4, 3).double()
-    x = _randn(2, 5, 8)
-    out, _ = head(x)
-    ref = F.scaled_dot_product_attention(x @ head.w_q, x @ head.w_k, x @ head.w_v)
-    torch.testing.assert_close(out, ref)
-    assert sum(p.numel() for p in head.parameters()) == 8 * 4 * 2 + 8 * 3
-
-    tied_qk = AttentionHead(8, 4, tie_qk=True)
-    assert tied_qk.w_k is tied_qk.w_q and tied_qk.w_v is not tied_qk.w_q
-    assert sum(p.numel() for p in tied_qk.parameters()) == 2 * 8 * 4
-    tied_kv = AttentionHead(8, 4, tie_kv=True)
-    assert tied_kv.w_v is tied_kv.w_k and tied_kv.w_k is not tied_kv.w_q
-    with pytest.raises(ValueError, match="tie_kv needs d_v == d_k"):
-        AttentionHead(8, 4, 3, tie_kv=True)
-    with pytest.raises(ValueError, match="d_model=8"):
-        head(_randn(2, 5, 7))
-
-
-def test_tied_qk_scores_are_a_gram_matrix():
-    torch.manual_seed(1)
-    head = AttentionHead(6, 3, tie_qk=True).double()
-    x = _randn(9, 6)
-    s = (x @ head.w_q) @ (x @ head.w_k).T
-    torch.testing.assert_close(s, s.T)
-    assert torch.linalg.eigvalsh(s.detach()).min() > -1e-10
-    d = s.diagonal()
-    assert (d[:, None] + d[None, :] - 2 * s >= -1e-10).all()
-
-
-# --- models ---------------------------------------------------------------------------------------------------
-
-def test_recall_model_shapes_invariance_and_errors():
-    torch.manual_seed(0)
-    model = RecallModel(10, 7, d_model=16, d_k=4)
-    (keys, values, query), target = recall_sampler(5, 6, 10, 7, seed=0)(0)
-    logits = model(keys, values, query)
-    assert logits.shape == (5, 7)
-    weights = model.attention(keys, values, query)
-    assert weights.shape == (5, 7)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(5))
-    perm = torch.randperm(6)
-    torch.testing.assert_close(model(keys[:, perm], values[:, perm], query), logits)  # pairs are a set
-    with pytest.raises(ValueError, match="expected keys, values"):
-        model(keys, values[:, :3], query)
-    with pytest.raises(TypeError, match="integer ids"):
-        model(keys.float(), values, query)
-
+# --- the previous-token model ----------------------------------------------------------------------------------
 
 def test_previous_token_model_masks():
     torch.manual_seed(0)
@@ -206,30 +145,3 @@ def test_previous_token_model_masks():
         bidirectional(torch.zeros(2, 9, dtype=torch.long))
     with pytest.raises(TypeError):
         bidirectional(tokens.float())
-
-
-def test_samplers_are_seeded():
-    a, b = recall_sampler(4, 3, 6, 5, seed=3), recall_sampler(4, 3, 6, 5, seed=3)
-    for step in range(2):
-        (ka, va, qa), ta = a(step)
-        (kb, vb, qb), tb = b(step)
-        assert torch.equal(ka, kb) and torch.equal(ta, tb)
-    (t1,), y1 = previous_token_sampler(4, 6, 5, seed=1)(0)
-    (t2,), _ = previous_token_sampler(4, 6, 5, seed=2)(0)
-    assert not torch.equal(t1, t2) and torch.equal(y1[:, 1:], t1[:, :-1])
-
-
-def test_run_seeds_learns_recall_and_is_deterministic():
-    test = recall_sampler(500, 4, 8, 8, seed=100)(0)
-
-    def run():
-        return run_seeds(lambda: RecallModel(8, 8, d_model=16, d_k=8), lambda s: recall_sampler(32, 4, 8, 8, s),
-                         test, seeds=(0, 1), steps=150, lr=1e-2)
-
-    accs, models, curves = run()
-    assert len(models) == len(curves) == 2 and len(curves[0]) == 150
-    assert min(accs) > 0.9  # chance is 1/8
-    assert accs == run()[0]
-    assert math.isclose(accs[0], accuracy(models[0], *test))
-    with pytest.raises(ValueError, match="at least one seed"):
-        run_seeds(lambda: RecallModel(8, 8), lambda s: recall_sampler(4, 4, 8, 8, s), test, seeds=(), steps=1)

@@ -1,5 +1,5 @@
 """experiments/scaling.py (chapter 2): the moments of q·k, the softmax Jacobian against autograd, the saturation
-measurement against a hand-written chain rule, and the retrieval head against PyTorch's attention."""
+measurement against a hand-written chain rule, and the recall head (scaled or not) against PyTorch's attention."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import torch.nn.functional as F
 from sympy import stats
 
 from attention_course import softmax
+from attention_course.data import associative_recall
+from attention_course.experiments.recall import RecallModel
 from attention_course.experiments.scaling import (
     PLACEMENTS,
-    RetrievalHead,
     dot_product_moments,
     independence_ratio,
     initial_retrieval_head,
@@ -194,12 +195,13 @@ def test_score_gradients_match_the_chain_rule_per_row():
 
 
 def test_random_attention_inputs_are_the_sweeps_draws():
-    q, k, v, up = random_attention_inputs(8, n_queries=5, n_keys=7, d_v=3, batch=2, seed=4)
+    q, k, v, up = random_attention_inputs(8, n_q=5, n_k=7, d_v=3, batch=2, seed=4)
     assert [t.shape for t in (q, k, v, up)] == [(2, 5, 8), (2, 7, 8), (2, 7, 3), (2, 5, 3)]
     assert all(t.dtype == torch.float64 for t in (q, k, v, up))
-    r = saturation_sweep([8], placements=("none",), n_keys=7, n_queries=5, d_v=3, batch=2, seed=4)
-    assert r["none"]["entropy"] == [measure_saturation(q, k, v, up, "none").entropy]
-    again = random_attention_inputs(8, n_queries=5, n_keys=7, d_v=3, batch=2, seed=4)
+    r = saturation_sweep([8], placements=("none",), n_k=7, n_q=5, d_v=3, batch=2, seed=4)
+    assert r["none"] == tuple([x] for x in measure_saturation(q, k, v, up, "none"))
+    assert r["none"].entropy == [measure_saturation(q, k, v, up, "none").entropy]
+    again = random_attention_inputs(8, n_q=5, n_k=7, d_v=3, batch=2, seed=4)
     assert all(torch.equal(a, b) for a, b in zip((q, k, v, up), again, strict=True))
     with pytest.raises(ValueError, match="sizes"):
         random_attention_inputs(0)
@@ -229,102 +231,102 @@ def test_measure_saturation_errors():
 
 
 def test_saturation_sweep_scaled_flat_unscaled_collapses():
-    r = saturation_sweep([4, 1024], placements=("inside", "none"), n_keys=32, n_queries=32, batch=8, seed=1)
+    r = saturation_sweep([4, 1024], placements=("inside", "none"), n_k=32, n_q=32, batch=8, seed=1)
+    assert set(r) == {"inside", "none"}
     inside, none = r["inside"], r["none"]
-    assert all(abs(s - 1) < 0.1 for s in inside["score_std"])  # unit-variance scores at every d_k
-    assert 0.8 < inside["grad_scores_median"][1] / inside["grad_scores_median"][0] < 1.25
-    assert none["grad_scores_median"][1] < 1e-2 * none["grad_scores_median"][0]
-    assert none["entropy"][1] < 0.2 * math.log(32) < inside["entropy"][1]
-    assert none["max_weight"][1] > 0.8
+    assert all(abs(s - 1) < 0.1 for s in inside.score_std)  # unit-variance scores at every d_k
+    assert 0.8 < inside.grad_scores_median[1] / inside.grad_scores_median[0] < 1.25
+    assert none.grad_scores_median[1] < 1e-2 * none.grad_scores_median[0]
+    assert none.entropy[1] < 0.2 * math.log(32) < inside.entropy[1]
+    assert none.max_weight[1] > 0.8
+    with pytest.raises(ValueError, match="at least one d_k"):
+        saturation_sweep([])
+    with pytest.raises(ValueError, match="placement"):
+        saturation_sweep([4], placements=("sideways",))
 
 
-# ------------------------------------------------------------------------------------------- retrieval model
+# ---------------------------------------------------------------------------------------- the recall model
 
 
-def _batch(batch=16, n_pairs=6, n_keys=20, n_values=10, seed=0):
-    from attention_course.data import associative_recall
-
-    b = associative_recall(batch, n_pairs, n_keys, n_values, torch.Generator().manual_seed(seed))
-    return (b.keys, b.values, b.query), b.target
+def _batch(batch=16, n_pairs=6, key_vocab=20, value_vocab=10, seed=0):
+    b = associative_recall(batch, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(seed))
+    return b.inputs, b.target
 
 
 @pytest.mark.parametrize("scaled", [True, False])
-def test_retrieval_head_matches_torch_sdpa(scaled):
+def test_recall_head_matches_torch_sdpa(scaled):
     torch.manual_seed(0)
-    m = RetrievalHead(20, 10, d_model=8, d_k=16, scaled=scaled)
+    m = RecallModel(20, 10, d_model=8, d_k=16, scaled=scaled, init="unit")
     (keys, values, query), _ = _batch()
     logits = m(keys, values, query)
     assert logits.shape == (16, 10)
-    x_q, seq = m._states(keys, values, query)
-    ref = F.scaled_dot_product_attention(x_q @ m.w_q, seq @ m.w_k, seq @ m.w_v, scale=m.scale)
+    x_q, seq = m.states(keys, values, query)
+    w = m.head
+    ref = F.scaled_dot_product_attention(x_q @ w.w_q, seq @ w.w_k, seq @ w.w_v, scale=m.scale)
     torch.testing.assert_close(logits, m.unembed(ref[:, 0]))
     s = m.scores(keys, values, query)
     assert s.shape == (16, 7)
     torch.testing.assert_close(torch.softmax(s, -1), softmax(s))
+    torch.testing.assert_close(m.attention(keys, values, query), softmax(s))
 
 
 def test_scale_is_a_reparametrisation_of_w_q():
     torch.manual_seed(0)
-    scaled = RetrievalHead(20, 10, d_model=8, d_k=64, scaled=True)
-    plain = RetrievalHead(20, 10, d_model=8, d_k=64, scaled=False)
+    scaled = RecallModel(20, 10, d_model=8, d_k=64, scaled=True)
+    plain = RecallModel(20, 10, d_model=8, d_k=64, scaled=False)
+    assert (scaled.scale, plain.scale) == (1 / 8, 1.0)
     plain.load_state_dict(scaled.state_dict())
     with torch.no_grad():
-        plain.w_q.div_(8.0)
+        plain.head.w_q.div_(8.0)
     inputs, _ = _batch()
     torch.testing.assert_close(plain(*inputs), scaled(*inputs))
     torch.testing.assert_close(plain.scores(*inputs), scaled.scores(*inputs))
 
 
-def test_retrieval_head_initial_logit_scale():
-    inputs, _ = _batch(batch=512, n_pairs=8, n_keys=32, n_values=32)
+def test_unit_init_gives_unit_scores():
+    inputs, _ = _batch(batch=512, n_pairs=8, key_vocab=32, value_vocab=32)
     for scaled, expected in ((True, 1.0), (False, 16.0)):
         torch.manual_seed(1)
-        m = RetrievalHead(32, 32, d_model=64, d_k=256, scaled=scaled)
+        m = RecallModel(32, 32, d_model=64, d_k=256, scaled=scaled, init="unit")
         assert abs(logit_std(m, inputs) / expected - 1) < 0.35
         assert abs(independence_ratio(m, inputs) - 1) < 0.2
+    torch.manual_seed(1)  # PyTorch's N(0, 1) embeddings: states of variance 2, so scores about twice as spread
+    m = RecallModel(32, 32, d_model=64, d_k=256, init="torch")
+    assert abs(logit_std(m, inputs) / 2.0 - 1) < 0.35
 
 
 def test_initial_retrieval_head_is_shared_by_both_variants():
-    scaled = initial_retrieval_head(True, 3, d_k=16, d_model=8, n_keys=10, n_values=6)
-    plain = initial_retrieval_head(False, 3, d_k=16, d_model=8, n_keys=10, n_values=6)
+    scaled = initial_retrieval_head(True, 3, d_k=16, d_model=8, key_vocab=10, value_vocab=6)
+    plain = initial_retrieval_head(False, 3, d_k=16, d_model=8, key_vocab=10, value_vocab=6)
     assert scaled.scale == 0.25 and plain.scale == 1.0
     a, b = scaled.state_dict(), plain.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
-    other = initial_retrieval_head(True, 4, d_k=16, d_model=8, n_keys=10, n_values=6)
-    assert not torch.equal(other.w_q, scaled.w_q)
+    other = initial_retrieval_head(True, 4, d_k=16, d_model=8, key_vocab=10, value_vocab=6)
+    assert not torch.equal(other.head.w_q, scaled.head.w_q)
     # train_retrieval starts from it: with a learning rate of 0 the weights stay the initial ones
-    kw = dict(d_k=16, d_model=8, n_pairs=3, n_keys=10, n_values=6, batch=4, n_probe=4)
-    trained, _, _ = train_retrieval(False, seed=3, steps=1, lr=0.0, **kw)
-    assert all(torch.equal(trained.state_dict()[n], b[n]) for n in b)
+    kw = dict(d_k=16, d_model=8, n_pairs=3, key_vocab=10, value_vocab=6, batch=4, n_probe=4)
+    (run,) = train_retrieval(False, seeds=[3], steps=1, lr=0.0, **kw)
+    assert run.seed == 3 and all(torch.equal(run.model.state_dict()[n], b[n]) for n in b)
 
 
-def test_retrieval_head_errors():
-    m = RetrievalHead(20, 10, d_model=8, d_k=16)
-    (keys, values, query), _ = _batch()
-    with pytest.raises(ValueError, match="batch, n_pairs"):
-        m(keys, values[:, :3], query)
-    with pytest.raises(TypeError, match="integer ids"):
-        m(keys.float(), values, query)
-    with pytest.raises(ValueError, match="sizes"):
-        RetrievalHead(0, 10)
+def test_initial_retrieval_head_leaves_the_global_generator_alone():
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    initial_retrieval_head(True, 0, d_k=16, d_model=8, key_vocab=10, value_vocab=6)
+    assert torch.equal(torch.rand(3), expected)
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny matrices: one thread is faster than several, and much faster on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_train_retrieval_learns_and_is_deterministic(one_thread):
-    kw = dict(d_k=16, d_model=16, n_pairs=4, n_keys=8, n_values=8, batch=32, lr=1e-2, n_probe=64)
-    m1, h1, acc1 = train_retrieval(True, seed=0, steps=100, **kw)
-    _, h2, acc2 = train_retrieval(True, seed=0, steps=100, **kw)
-    assert h1.loss == h2.loss and acc1 == acc2
-    assert set(h1.extra) == {"logit_std", "independence_ratio"} and len(h1.extra["logit_std"]) == 100
-    assert h1.loss[-1] < 0.5 * h1.loss[0]
-    assert acc1 > 0.5  # chance is 1/8
+def test_train_retrieval_learns_and_is_deterministic():
+    kw = dict(d_k=16, d_model=16, n_pairs=4, key_vocab=8, value_vocab=8, batch=32, lr=1e-2, n_probe=64)
+    r1, r2 = train_retrieval(True, seeds=[0, 1], steps=100, **kw)
+    (again,) = train_retrieval(True, seeds=[0], steps=100, **kw)
+    assert r1.history.loss == again.history.loss and r1.accuracy == again.accuracy
+    assert r1.history.loss != r2.history.loss
+    assert set(r1.history.extra) == {"logit_std", "independence_ratio"}
+    assert len(r1.history.extra["logit_std"]) == 100
+    for r in (r1, r2):
+        assert r.history.loss[-1] < 0.5 * r.history.loss[0]
+        assert r.accuracy > 0.5  # chance is 1/8
     with pytest.raises(ValueError):
-        train_retrieval(True, seed=0, steps=0, **kw)
+        train_retrieval(True, seeds=[0], steps=0, **kw)

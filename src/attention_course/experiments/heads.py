@@ -10,30 +10,23 @@ Table 3 (A) of Vaswani et al. (2017).
   :math:`W^Q, W^K` by gradient descent to fixed attention patterns, for several :math:`d_k` at once.
 * Table 3 (A): :func:`two_query_recall` (a task that needs two look-ups from one position),
   :class:`TwoQueryRecall` (a one-layer model built on :class:`~attention_course.multihead.MultiHeadAttention`) and
-  :func:`head_sweep`, which trains it for several (h, d_k) at fixed :math:`d_\\text{model}`.
+  :func:`head_sweep`, which trains it for several (h, d_k) at fixed :math:`d_\\text{model}` with
+  :func:`~attention_course.train.run_seeds`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..data import associative_recall
+from ..measure import cpu_threads
 from ..multihead import MultiHeadAttention
-
-with warnings.catch_warnings():
-    # train.py imports tqdm.auto, which warns (with a machine-specific path) in a Jupyter kernel without
-    # ipywidgets; the book never shows progress bars, and a notebook's output must not depend on the machine.
-    warnings.filterwarnings("ignore", message="IProgress not found")
-    from ..train import accuracy, fit
+from ..train import Sampler, run_seeds, train_step
 
 __all__ = [
     "ModelConfig",
@@ -47,16 +40,15 @@ __all__ = [
     "PatternFit",
     "fit_attention_patterns",
     "two_query_recall",
+    "two_query_sampler",
     "TwoQueryRecall",
     "HeadSweep",
     "head_sweep",
-    "single_thread",
 ]
 
 
 # ------------------------------------------------------------------------------------------------------ cost
-@dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(NamedTuple):
     """One published configuration.
 
     Attributes:
@@ -99,23 +91,6 @@ PAPER_TABLE3_A: tuple[tuple[int, int, float, float], ...] = (
     (16, 32, 4.91, 25.8),
     (32, 16, 5.01, 25.4),
 )
-
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run the enclosed block with one PyTorch CPU thread, then restore the previous setting.
-
-    The experiments of chapter 4 use tiny tensors: splitting them across threads costs more in synchronisation
-    than it saves, and on a busy machine waiting threads can slow a step down tenfold. One thread is also the
-    same on every machine, so the floating-point summation order, hence the trained numbers, do not depend on
-    the core count.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _check_positive(**values: int) -> None:
@@ -268,12 +243,10 @@ def fit_attention_patterns(
         log_a = ((x @ (wq * cols)) @ (x @ (wk * cols)).transpose(-2, -1) * scale).log_softmax(dim=-1)
         return (targets * (log_t - log_a)).sum(-1).mean(-1), log_a  # (D, m)
 
-    with single_thread():
+    with cpu_threads(1):  # tiny matrices: one thread is faster, and sums in the same order on every machine
         for step in range(steps):
             kl, _ = kl_of(w_q, w_k)
-            opt.zero_grad(set_to_none=True)
-            kl.sum().backward()
-            opt.step()
+            train_step(opt, kl.sum())
             schedule.step()
             curve[:, step] = kl.detach().mean(-1)
         with torch.no_grad():
@@ -283,26 +256,33 @@ def fit_attention_patterns(
 
 # ------------------------------------------------------------------------------------- Table 3 (A) in small
 def two_query_recall(
-    batch: int, n_pairs: int, n_keys: int, n_values: int, generator: torch.Generator | None = None
+    batch: int, n_pairs: int, key_vocab: int, value_vocab: int, generator: torch.Generator | None = None
 ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """Associative recall with two queries answered at once (chapter 4, §4.8).
 
     Each sequence stores ``n_pairs`` (key, value) pairs (:func:`~attention_course.data.associative_recall`) and
     asks for the values of two *different* stored keys ``a`` and ``b`` in one answer, the class
-    ``value(a) · n_values + value(b)``. One position must therefore retrieve two items and keep them apart.
+    ``value(a) · value_vocab + value(b)``. One position must therefore retrieve two items and keep them apart.
 
     Returns:
         ``((keys, values, query_a, query_b), target)``: ``keys``, ``values`` ``(batch, n_pairs)``;
-        ``query_a``, ``query_b``, ``target`` ``(batch,)``, ``target`` in ``[0, n_values²)``.
+        ``query_a``, ``query_b``, ``target`` ``(batch,)``, ``target`` in ``[0, value_vocab²)``.
     """
     if n_pairs < 2:
         raise ValueError(f"two different queries need n_pairs >= 2, got {n_pairs}")
-    first = associative_recall(batch, n_pairs, n_keys, n_values, generator)
+    first = associative_recall(batch, n_pairs, key_vocab, value_vocab, generator)
     shift = torch.randint(1, n_pairs, (batch,), generator=generator)
     pos_b = (first.position + shift) % n_pairs
     rows = torch.arange(batch)
     query_b, value_b = first.keys[rows, pos_b], first.values[rows, pos_b]
-    return (first.keys, first.values, first.query, query_b), first.target * n_values + value_b
+    return (first.keys, first.values, first.query, query_b), first.target * value_vocab + value_b
+
+
+def two_query_sampler(batch: int, n_pairs: int, key_vocab: int, value_vocab: int, seed: int) -> Sampler:
+    """A seeded stream of :func:`two_query_recall` batches for :func:`~attention_course.train.fit`:
+    ``step -> ((keys, values, query_a, query_b), target)``, drawn in order from one generator seeded with ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    return lambda step: two_query_recall(batch, n_pairs, key_vocab, value_vocab, g)
 
 
 class TwoQueryRecall(nn.Module):
@@ -311,23 +291,23 @@ class TwoQueryRecall(nn.Module):
     The stored pair ``j`` is the vector ``E_key[k_j] + E_value[v_j]``; the question is
     ``E_a[query_a] + E_b[query_b]`` (two tables, so the model knows which query is which). One
     :class:`~attention_course.multihead.MultiHeadAttention` (``d_model``, ``num_heads``) reads the pairs, a residual
-    connection adds the question back, and an MLP (``LayerNorm``, ``d_model → 4 d_model → n_values²``) answers.
+    connection adds the question back, and an MLP (``LayerNorm``, ``d_model → 4 d_model → value_vocab²``) answers.
     Only the attention layer changes with ``num_heads``; its parameter count does not.
 
     Input shapes: ``keys``, ``values`` ``(batch, n_pairs)``; ``query_a``, ``query_b`` ``(batch,)``.
-    Output: logits ``(batch, n_values²)``.
+    Output: logits ``(batch, value_vocab²)``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, n_keys: int, n_values: int) -> None:
+    def __init__(self, d_model: int, num_heads: int, key_vocab: int, value_vocab: int) -> None:
         super().__init__()
-        self.n_values = n_values
-        self.key_embedding = nn.Embedding(n_keys, d_model)
-        self.value_embedding = nn.Embedding(n_values, d_model)
-        self.query_a_embedding = nn.Embedding(n_keys, d_model)
-        self.query_b_embedding = nn.Embedding(n_keys, d_model)
+        self.value_vocab = value_vocab
+        self.key_embedding = nn.Embedding(key_vocab, d_model)
+        self.value_embedding = nn.Embedding(value_vocab, d_model)
+        self.query_a_embedding = nn.Embedding(key_vocab, d_model)
+        self.query_b_embedding = nn.Embedding(key_vocab, d_model)
         self.attn = MultiHeadAttention(d_model, num_heads, batch_first=True)
         self.readout = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, 4 * d_model), nn.ReLU(),
-                                     nn.Linear(4 * d_model, n_values**2))
+                                     nn.Linear(4 * d_model, value_vocab**2))
 
     def _embed(
         self, keys: torch.Tensor, values: torch.Tensor, query_a: torch.Tensor, query_b: torch.Tensor
@@ -353,8 +333,7 @@ class TwoQueryRecall(nn.Module):
         return weights[:, :, 0]
 
 
-@dataclass
-class HeadSweep:
+class HeadSweep(NamedTuple):
     """Results of :func:`head_sweep`: per number of heads, one entry per seed.
 
     Attributes:
@@ -366,9 +345,9 @@ class HeadSweep:
 
     d_model: int
     heads: list[int]
-    accuracy: dict[int, list[float]] = field(default_factory=dict)
-    loss: dict[int, list[float]] = field(default_factory=dict)
-    models: dict[int, TwoQueryRecall] = field(default_factory=dict)
+    accuracy: dict[int, list[float]]
+    loss: dict[int, list[float]]
+    models: dict[int, TwoQueryRecall]
 
 
 def head_sweep(
@@ -379,15 +358,15 @@ def head_sweep(
     batch: int = 128,
     lr: float = 5e-3,
     n_pairs: int = 8,
-    n_keys: int = 16,
-    n_values: int = 8,
+    key_vocab: int = 16,
+    value_vocab: int = 8,
     test_size: int = 2000,
 ) -> HeadSweep:
     """Train :class:`TwoQueryRecall` for every number of heads at fixed ``d_model`` (Table 3 (A) in miniature).
 
-    Every run sees a fresh seeded stream of training batches (:func:`~attention_course.train.fit`) and is scored
-    on one held-out test set, shared by all runs. Seed ``s`` fixes both the initial weights and the batches.
-    Runs on one CPU thread (:func:`single_thread`).
+    :func:`~attention_course.train.run_seeds` does the runs, on one CPU thread: seed ``s`` fixes the initial
+    weights, and the training batches come from ``two_query_sampler(..., seed=1000 + s)``. Every run is scored on
+    one held-out test set (2000 questions drawn with seed 10_000), shared by all runs.
 
     Returns:
         A :class:`HeadSweep` with test accuracy and test cross-entropy per (h, seed).
@@ -395,20 +374,22 @@ def head_sweep(
     for h in heads:
         if d_model % h:
             raise ValueError(f"every number of heads must divide d_model={d_model}, got {h}")
-    test_inputs, test_target = two_query_recall(test_size, n_pairs, n_keys, n_values,
-                                                torch.Generator().manual_seed(10_000))
-    result = HeadSweep(d_model, list(heads))
-    with single_thread():
-        for h in heads:
-            result.accuracy[h], result.loss[h] = [], []
-            for s in seeds:
-                torch.manual_seed(s)
-                model = TwoQueryRecall(d_model, h, n_keys, n_values)
-                gen = torch.Generator().manual_seed(1_000 + s)
-                fit(model, lambda step, g=gen: two_query_recall(batch, n_pairs, n_keys, n_values, g), steps, lr=lr)
-                result.accuracy[h].append(accuracy(model, test_inputs, test_target))
-                with torch.no_grad():
-                    result.loss[h].append(float(F.cross_entropy(model(*test_inputs), test_target)))
-                if h not in result.models:
-                    result.models[h] = model
-    return result
+    test = two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
+    runs = {
+        h: run_seeds(
+            lambda h=h: TwoQueryRecall(d_model, h, key_vocab, value_vocab),
+            lambda s: two_query_sampler(batch, n_pairs, key_vocab, value_vocab, seed=1_000 + s),
+            test,
+            seeds,
+            steps=steps,
+            lr=lr,
+        )
+        for h in heads
+    }
+    return HeadSweep(
+        d_model,
+        list(heads),
+        accuracy={h: [r.accuracy for r in rs] for h, rs in runs.items()},
+        loss={h: [r.test_loss for r in rs] for h, rs in runs.items()},
+        models={h: rs[0].model for h, rs in runs.items()},
+    )

@@ -1,5 +1,5 @@
 """Why the scores are divided by √d_k (chapter 2): moments of q·k, the softmax Jacobian, saturation, and the
-one-layer retrieval model trained with and without the scale.
+one-layer recall model trained with and without the scale.
 
 Notation (the paper's, row vectors; see the book's notation page): queries ``q`` are ``(..., n_q, d_k)``, keys
 ``k`` ``(..., n_k, d_k)``, values ``v`` ``(..., n_k, d_v)``. The *scores* are what enters the softmax,
@@ -13,29 +13,29 @@ Where the scale goes is named by a *placement*:
 - ``"both"``: ``softmax(q kᵀ / √d_k) v / √d_k`` (the paper's scale plus an outside one).
 
 Everything reuses :mod:`attention_course.attention` (softmax, attention, entropy), :mod:`attention_course.data`
-(the retrieval task) and :mod:`attention_course.train` (the training loop); nothing here has a softmax of its own.
+(the recall task), :mod:`attention_course.train` (the multi-seed runner) and the recall model of
+:mod:`attention_course.experiments.recall`, which chapter 3 trains too; nothing here has a softmax of its own.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import sympy as sp
 import torch
 from sympy import stats
-from torch import nn
 
 from .._checks import ArrayLike, same_kind, to_output, to_torch
 from ..attention import attention_entropy, scaled_dot_product_attention, softmax
-from ..data import associative_recall
-from ..train import History, accuracy, fit
-from .roles import recall_sampler as retrieval_sampler  # the same seeded recall batches as chapter 3
+from ..data import associative_recall, recall_sampler
+from ..device import seeded
+from ..train import SeedRun, run_seeds
+from .recall import RecallModel
 
 __all__ = [
     "PLACEMENTS",
-    "Placement",
     "DotProductMoments",
     "dot_product_moments",
     "sample_dot_products",
@@ -45,18 +45,16 @@ __all__ = [
     "ScoreGradients",
     "score_gradients",
     "SaturationStats",
+    "SaturationCurves",
     "measure_saturation",
     "random_attention_inputs",
     "saturation_sweep",
-    "RetrievalHead",
     "initial_retrieval_head",
-    "retrieval_sampler",
     "train_retrieval",
     "logit_std",
     "independence_ratio",
 ]
 
-Placement = Literal["inside", "none", "outside", "both"]
 #: The placements of the 1/√d_k factor that chapter 2 compares.
 PLACEMENTS: tuple[str, ...] = ("inside", "none", "outside", "both")
 
@@ -324,7 +322,7 @@ def measure_saturation(
 
 
 def random_attention_inputs(
-    d_k: int, n_queries: int = 64, n_keys: int = 64, d_v: int = 16, batch: int = 32, seed: int = 0
+    d_k: int, n_q: int = 64, n_k: int = 64, d_v: int = 16, batch: int = 32, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random ``q, k, v, upstream`` with independent N(0, 1) entries, as :func:`saturation_sweep` draws them.
 
@@ -332,143 +330,82 @@ def random_attention_inputs(
     gradients to exactly zero).
 
     Returns:
-        ``q (batch, n_queries, d_k)``, ``k (batch, n_keys, d_k)``, ``v (batch, n_keys, d_v)`` and
-        ``upstream (batch, n_queries, d_v)``.
+        ``q (batch, n_q, d_k)``, ``k (batch, n_k, d_k)``, ``v (batch, n_k, d_v)`` and ``upstream (batch, n_q, d_v)``.
     """
-    if min(d_k, n_queries, n_keys, d_v, batch) < 1:
-        raise ValueError(
-            f"sizes must be >= 1, got d_k={d_k}, n_queries={n_queries}, n_keys={n_keys}, d_v={d_v}, batch={batch}"
-        )
+    if min(d_k, n_q, n_k, d_v, batch) < 1:
+        raise ValueError(f"sizes must be >= 1, got d_k={d_k}, n_q={n_q}, n_k={n_k}, d_v={d_v}, batch={batch}")
     g = torch.Generator().manual_seed(seed)
-    shapes = ((batch, n_queries, d_k), (batch, n_keys, d_k), (batch, n_keys, d_v), (batch, n_queries, d_v))
+    shapes = ((batch, n_q, d_k), (batch, n_k, d_k), (batch, n_k, d_v), (batch, n_q, d_v))
     q, k, v, up = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in shapes)
     return q, k, v, up
+
+
+#: What :func:`saturation_sweep` returns for one placement: the fields of :class:`SaturationStats`, each a list
+#: with one value per ``d_k``.
+SaturationCurves = NamedTuple("SaturationCurves", [(name, list[float]) for name in SaturationStats._fields])
 
 
 def saturation_sweep(
     d_ks: Sequence[int],
     placements: Sequence[str] = PLACEMENTS,
-    n_keys: int = 64,
-    n_queries: int = 64,
+    n_k: int = 64,
+    n_q: int = 64,
     d_v: int = 16,
     batch: int = 32,
     seed: int = 0,
-) -> dict[str, dict[str, list[float]]]:
+) -> dict[str, SaturationCurves]:
     """:func:`measure_saturation` for random q, k, v and upstream gradients, at each ``d_k`` and placement.
 
-    For each ``d_k`` the inputs are ``random_attention_inputs(d_k, n_queries, n_keys, d_v, batch, seed)``
+    For each ``d_k`` the inputs are ``random_attention_inputs(d_k, n_q, n_k, d_v, batch, seed)``
     (:func:`random_attention_inputs`: independent N(0, 1) entries in float64); every placement sees the same
     draws, so the comparison is paired.
 
     Returns:
-        ``result[placement][field]``: one value per ``d_k``, for each field of :class:`SaturationStats`.
+        ``result[placement]``, a :data:`SaturationCurves`: e.g. ``result["inside"].entropy[i]`` is the mean
+        entropy at ``d_ks[i]``.
     """
     if not d_ks:
-        raise ValueError("need at least one d_k")
-    result: dict[str, dict[str, list[float]]] = {p: {f: [] for f in SaturationStats._fields} for p in placements}
+        raise ValueError("d_ks must name at least one d_k, got none")
     for p in placements:
         placement_factors(p, 1)  # validates the name
+    rows: dict[str, list[SaturationStats]] = {p: [] for p in placements}
     for d_k in d_ks:
-        q, k, v, up = random_attention_inputs(d_k, n_queries, n_keys, d_v, batch, seed)
+        q, k, v, up = random_attention_inputs(d_k, n_q, n_k, d_v, batch, seed)
         for p in placements:
-            stats_ = measure_saturation(q, k, v, up, p)
-            for f in SaturationStats._fields:
-                result[p][f].append(getattr(stats_, f))
-    return result
+            rows[p].append(measure_saturation(q, k, v, up, p))
+    return {p: SaturationCurves(*(list(column) for column in zip(*rows[p], strict=True))) for p in placements}
 
 
 # --------------------------------------------------------------------------------------------------------------
 # 2.5–2.6 A single attention layer trained with and without the scale
 
 
-class RetrievalHead(nn.Module):
-    r"""One attention layer for :func:`attention_course.data.associative_recall`, with or without 1/√d_k (chapter 2).
-
-    Position ``i < n_pairs`` holds pair ``i`` as ``E_key[k_i] + E_value[v_i]``; the last position holds the query,
-    ``E_key[query] + e_query`` (a learned marker). The query position attends over all positions with
-    ``softmax(q Kᵀ · scale) V``, where ``scale`` is :math:`1/\sqrt{d_k}` when ``scaled`` and 1 otherwise; its
-    output goes through an unembedding ``(d_k, n_values)`` to logits. There is no residual path and no MLP, so
-    the answer can only arrive through attention.
-
-    Initialisation follows the variance argument: embedding entries have variance 1/2 (so each position's
-    entries have variance 1), and :math:`W^Q, W^K, W^V` entries variance :math:`1/d_\text{model}`, so that the
-    components of q and k have variance about 1 and the scores at initialisation have standard deviation about
-    1 when scaled and :math:`\sqrt{d_k}` when not.
-
-    ``forward(keys, values, query)``: ``keys, values (batch, n_pairs)`` and ``query (batch,)`` integer ids;
-    returns logits ``(batch, n_values)``. :meth:`scores` returns the softmax's input ``(batch, n_pairs + 1)``;
-    :meth:`queries_keys` returns ``q (batch, 1, d_k)`` and ``k (batch, n_pairs + 1, d_k)``.
-    """
-
-    def __init__(self, n_keys: int, n_values: int, d_model: int = 32, d_k: int = 256, *, scaled: bool = True):
-        super().__init__()
-        if min(n_keys, n_values, d_model, d_k) < 1:
-            raise ValueError(
-                f"sizes must be >= 1, got n_keys={n_keys}, n_values={n_values}, d_model={d_model}, d_k={d_k}"
-            )
-        self.scaled, self.d_k = scaled, d_k
-        self.scale = 1.0 / math.sqrt(d_k) if scaled else 1.0
-        self.key_embed = nn.Embedding(n_keys, d_model)
-        self.value_embed = nn.Embedding(n_values, d_model)
-        self.query_marker = nn.Parameter(torch.randn(d_model) / math.sqrt(2))
-        nn.init.normal_(self.key_embed.weight, std=1 / math.sqrt(2))
-        nn.init.normal_(self.value_embed.weight, std=1 / math.sqrt(2))
-        self.w_q = nn.Parameter(torch.randn(d_model, d_k) / math.sqrt(d_model))
-        self.w_k = nn.Parameter(torch.randn(d_model, d_k) / math.sqrt(d_model))
-        self.w_v = nn.Parameter(torch.randn(d_model, d_k) / math.sqrt(d_model))
-        self.unembed = nn.Linear(d_k, n_values, bias=False)
-
-    def _states(self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor):
-        if keys.ndim != 2 or values.shape != keys.shape or query.shape != keys.shape[:1]:
-            raise ValueError(
-                "expected keys, values (batch, n_pairs) and query (batch,), got "
-                f"{tuple(keys.shape)}, {tuple(values.shape)}, {tuple(query.shape)}"
-            )
-        for name, t in (("keys", keys), ("values", values), ("query", query)):
-            if t.dtype != torch.long:
-                raise TypeError(f"{name} must be integer ids (torch.long), got {t.dtype}")
-        pairs = self.key_embed(keys) + self.value_embed(values)  # (batch, n_pairs, d_model)
-        x_q = (self.key_embed(query) + self.query_marker)[:, None, :]  # (batch, 1, d_model)
-        return x_q, torch.cat([pairs, x_q], dim=1)  # (batch, n_pairs + 1, d_model)
-
-    def queries_keys(
-        self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``q (batch, 1, d_k)`` of the query position and ``k (batch, n_pairs + 1, d_k)`` of all positions."""
-        x_q, seq = self._states(keys, values, query)
-        return x_q @ self.w_q, seq @ self.w_k
-
-    def scores(self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        """The softmax's input for the query position, ``q kᵀ · scale``: ``(batch, n_pairs + 1)``."""
-        q, k = self.queries_keys(keys, values, query)
-        return (q @ k.transpose(-2, -1))[:, 0] * self.scale
-
-    def forward(self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        x_q, seq = self._states(keys, values, query)
-        out, _ = scaled_dot_product_attention(x_q @ self.w_q, seq @ self.w_k, seq @ self.w_v, scale=self.scale)
-        return self.unembed(out[:, 0])
-
-
 def initial_retrieval_head(
-    scaled: bool, seed: int, *, d_k: int = 256, d_model: int = 32, n_keys: int = 32, n_values: int = 32
-) -> RetrievalHead:
-    """The untrained :class:`RetrievalHead` that :func:`train_retrieval` starts from for ``seed`` (chapter 2).
+    scaled: bool, seed: int, *, d_k: int = 256, d_model: int = 32, key_vocab: int = 32, value_vocab: int = 32
+) -> RecallModel:
+    """The untrained :class:`~attention_course.experiments.recall.RecallModel` that :func:`train_retrieval` starts
+    from for ``seed`` (chapter 2): one head, no tied projections, ``init="unit"``, built under
+    :func:`~attention_course.device.seeded` ``(seed)``.
 
-    ``torch.manual_seed(seed)``, then construction: the scaled and the unscaled head of one seed have identical
-    weights and differ only in the factor applied to the scores.
+    The scaled and the unscaled head of one seed have identical weights and differ only in the factor applied
+    to the scores.
     """
-    torch.manual_seed(seed)
-    return RetrievalHead(n_keys, n_values, d_model, d_k, scaled=scaled)
+    with seeded(seed):
+        return _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab)
+
+
+def _retrieval_head(scaled: bool, d_k: int, d_model: int, key_vocab: int, value_vocab: int) -> RecallModel:
+    return RecallModel(key_vocab, value_vocab, d_model, d_k, scaled=scaled, init="unit")
 
 
 @torch.no_grad()
-def logit_std(model: RetrievalHead, inputs: tuple[torch.Tensor, ...]) -> float:
+def logit_std(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> float:
     """Standard deviation of the model's scores (the softmax's input) on a fixed probe batch ``inputs``."""
     return float(model.scores(*inputs).std())
 
 
 @torch.no_grad()
-def independence_ratio(model: RetrievalHead, inputs: tuple[torch.Tensor, ...]) -> float:
+def independence_ratio(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> float:
     r"""Measured std of :math:`q\cdot k` over what independence predicts, :math:`\sqrt{d_k}\,σ_q σ_k` (chapter 2).
 
     :math:`σ_q`, :math:`σ_k` are the root-mean-square components of the probe batch's queries and keys, so the
@@ -483,46 +420,48 @@ def independence_ratio(model: RetrievalHead, inputs: tuple[torch.Tensor, ...]) -
 
 def train_retrieval(
     scaled: bool,
-    seed: int,
+    seeds: Sequence[int],
     steps: int,
     *,
     d_k: int = 256,
     d_model: int = 32,
     n_pairs: int = 8,
-    n_keys: int = 32,
-    n_values: int = 32,
+    key_vocab: int = 32,
+    value_vocab: int = 32,
     batch: int = 64,
     lr: float = 3e-3,
     test: tuple[tuple[torch.Tensor, ...], torch.Tensor] | None = None,
     n_probe: int = 256,
-) -> tuple[RetrievalHead, History, float]:
-    """Train one :class:`RetrievalHead` with :func:`attention_course.train.fit` (chapter 2's experiment).
+) -> list[SeedRun]:
+    """Train the recall head of :func:`initial_retrieval_head` once per seed (chapter 2's experiment).
 
-    The model starts from :func:`initial_retrieval_head` and ``seed`` also fixes the batches, so the scaled and
-    unscaled models of one seed start from the same weights and see the same data. After every step, ``History.extra``
-    records :func:`logit_std` (key ``"logit_std"``) and :func:`independence_ratio` (``"independence_ratio"``) on
-    the first ``n_probe`` examples of ``test``.
+    :func:`attention_course.train.run_seeds` does the runs (one CPU thread): seed ``s`` fixes the initial weights
+    (those of ``initial_retrieval_head(scaled, s)``) and the batches (``recall_sampler(..., s)``), so the scaled
+    and unscaled models of one seed start from the same weights and see the same data. After every step,
+    ``history.extra`` records :func:`logit_std` (key ``"logit_std"``) and :func:`independence_ratio`
+    (``"independence_ratio"``) on the first ``n_probe`` examples of ``test``.
 
     Args:
         scaled: multiply the scores by 1/√d_k (True) or not.
-        seed: the seed.
+        seeds: one run per seed.
         steps: optimisation steps (AdamW, batch ``batch``, learning rate ``lr``, gradient clipping at 1).
         test: ``(inputs, targets)``, a fixed evaluation set; default: 1024 examples drawn with seed 10_000.
         n_probe: how many test examples the per-step measurements use.
 
     Returns:
-        ``(model, history, accuracy on test)``.
+        One :class:`~attention_course.train.SeedRun` per seed: the model, its history, its test accuracy and loss.
     """
     if steps < 1 or n_probe < 1:
         raise ValueError(f"need steps >= 1 and n_probe >= 1, got steps={steps}, n_probe={n_probe}")
     if test is None:
-        b = associative_recall(1024, n_pairs, n_keys, n_values, torch.Generator().manual_seed(10_000))
-        test = ((b.keys, b.values, b.query), b.target)
+        b = associative_recall(1024, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
+        test = (b.inputs, b.target)
     probe = tuple(x[:n_probe] for x in test[0])
-    model = initial_retrieval_head(scaled, seed, d_k=d_k, d_model=d_model, n_keys=n_keys, n_values=n_values)
-    hist = fit(
-        model,
-        retrieval_sampler(batch, n_pairs, n_keys, n_values, seed),
+    return run_seeds(
+        lambda: _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab),
+        lambda seed: recall_sampler(batch, n_pairs, key_vocab, value_vocab, seed),
+        test,
+        seeds,
         steps=steps,
         lr=lr,
         track={
@@ -530,4 +469,3 @@ def train_retrieval(
             "independence_ratio": lambda m: independence_ratio(m, probe),
         },
     )
-    return model, hist, accuracy(model, *test)
