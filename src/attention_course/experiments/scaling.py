@@ -298,12 +298,8 @@ def measure_saturation(
 ) -> SaturationStats:
     """Attention's saturation and the gradient through its softmax, summarised over query rows (chapter 2).
 
-    The gradients come from :func:`score_gradients` (same arguments, same errors).
-
-    Args:
-        q: ``(..., n_q, d_k)``; k: ``(..., n_k, d_k)``; v: ``(..., n_k, d_v)``; floating-point torch tensors.
-        upstream: ``(..., n_q, d_v)``, the gradient of the loss with respect to the attention output.
-        placement: where the 1/√d_k goes, one of :data:`PLACEMENTS`.
+    The gradients come from :func:`score_gradients`, which takes the same arguments (``q``, ``k``, ``v``,
+    ``upstream``, ``placement``) and raises the same errors.
 
     Returns:
         A :class:`SaturationStats`.
