@@ -147,6 +147,7 @@ def test_placement_factors():
     assert placement_factors("none", 16) == (1.0, 1.0)
     assert placement_factors("outside", 16) == (1.0, 0.25)
     assert placement_factors("both", 16) == (0.25, 0.25)
+    assert placement_factors("outside", 4)._asdict() == {"inside": 1.0, "outside": 0.5}
     with pytest.raises(ValueError, match="placement"):
         placement_factors("after", 16)
     with pytest.raises(ValueError, match="d_k"):
@@ -198,6 +199,7 @@ def test_random_attention_inputs_are_the_sweeps_draws():
     q, k, v, up = random_attention_inputs(8, n_q=5, n_k=7, d_v=3, batch=2, seed=4)
     assert [t.shape for t in (q, k, v, up)] == [(2, 5, 8), (2, 7, 8), (2, 7, 3), (2, 5, 3)]
     assert all(t.dtype == torch.float64 for t in (q, k, v, up))
+    assert random_attention_inputs(8, n_q=5, n_k=7, d_v=3, batch=2, seed=4).upstream.shape == (2, 5, 3)
     r = saturation_sweep([8], placements=("none",), n_k=7, n_q=5, d_v=3, batch=2, seed=4)
     assert r["none"] == tuple([x] for x in measure_saturation(q, k, v, up, "none"))
     assert r["none"].entropy == [measure_saturation(q, k, v, up, "none").entropy]

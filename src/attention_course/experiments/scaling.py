@@ -41,12 +41,14 @@ __all__ = [
     "sample_dot_products",
     "softmax_jacobian",
     "softmax_jacobian_norm",
+    "PlacementFactors",
     "placement_factors",
     "ScoreGradients",
     "score_gradients",
     "SaturationStats",
     "SaturationCurves",
     "measure_saturation",
+    "AttentionInputs",
     "random_attention_inputs",
     "saturation_sweep",
     "initial_retrieval_head",
@@ -202,18 +204,32 @@ def softmax_jacobian_norm(scores: ArrayLike) -> ArrayLike:
 # 2.3–2.4 Saturation, and the factor inside vs outside the softmax
 
 
-def placement_factors(placement: str, d_k: int) -> tuple[float, float]:
-    """``(inside, outside)``: the factors multiplying the scores and the output for a placement of 1/√d_k.
+class PlacementFactors(NamedTuple):
+    """The factors of a placement of 1/√d_k, from :func:`placement_factors`.
+
+    Attributes:
+        inside: multiplies the scores, inside the softmax.
+        outside: multiplies the attention output.
+    """
+
+    inside: float
+    outside: float
+
+
+def placement_factors(placement: str, d_k: int) -> PlacementFactors:
+    """The factors multiplying the scores and the output for a placement of 1/√d_k.
 
     >>> placement_factors("outside", 4)
-    (1.0, 0.5)
+    PlacementFactors(inside=1.0, outside=0.5)
     """
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     if d_k < 1:
         raise ValueError(f"d_k must be >= 1, got {d_k}")
     s = 1.0 / math.sqrt(d_k)
-    return (s if placement in ("inside", "both") else 1.0, s if placement in ("outside", "both") else 1.0)
+    return PlacementFactors(
+        inside=s if placement in ("inside", "both") else 1.0, outside=s if placement in ("outside", "both") else 1.0
+    )
 
 
 class ScoreGradients(NamedTuple):
@@ -317,23 +333,36 @@ def measure_saturation(
     )
 
 
+class AttentionInputs(NamedTuple):
+    """Random inputs of attention and its backward pass, from :func:`random_attention_inputs`.
+
+    Attributes:
+        q: ``(batch, n_q, d_k)``; k: ``(batch, n_k, d_k)``; v: ``(batch, n_k, d_v)``.
+        upstream: ``(batch, n_q, d_v)``, a gradient arriving at the attention output.
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    upstream: torch.Tensor
+
+
 def random_attention_inputs(
     d_k: int, n_q: int = 64, n_k: int = 64, d_v: int = 16, batch: int = 32, seed: int = 0
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> AttentionInputs:
     """Random ``q, k, v, upstream`` with independent N(0, 1) entries, as :func:`saturation_sweep` draws them.
 
     Drawn in that order from a generator seeded with ``seed``, in float64 (float32 would round the saturated
     gradients to exactly zero).
 
     Returns:
-        ``q (batch, n_q, d_k)``, ``k (batch, n_k, d_k)``, ``v (batch, n_k, d_v)`` and ``upstream (batch, n_q, d_v)``.
+        An :class:`AttentionInputs`.
     """
     if min(d_k, n_q, n_k, d_v, batch) < 1:
         raise ValueError(f"sizes must be >= 1, got d_k={d_k}, n_q={n_q}, n_k={n_k}, d_v={d_v}, batch={batch}")
     g = torch.Generator().manual_seed(seed)
     shapes = ((batch, n_q, d_k), (batch, n_k, d_k), (batch, n_k, d_v), (batch, n_q, d_v))
-    q, k, v, up = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in shapes)
-    return q, k, v, up
+    return AttentionInputs(*(torch.randn(*shape, generator=g, dtype=torch.float64) for shape in shapes))
 
 
 #: What :func:`saturation_sweep` returns for one placement: the fields of :class:`SaturationStats`, each a list
