@@ -41,24 +41,52 @@ def check_sequence(name: str, x: object, d_model: int, batch_first: bool) -> Non
                          f"got {tuple(x.shape)}")
 
 
-class _Sublayers(nn.Module):
-    """What every layer shares: the feed-forward network and the residual + LayerNorm wrapper of each sublayer."""
+class _Layer(nn.Module):
+    """What every layer shares: its constructor (PyTorch's), the feed-forward network, and the residual +
+    LayerNorm wrapper of each sublayer. A subclass names its attention modules in ``_attention_modules``."""
 
-    def _init_sublayers(self, d_model: int, dim_feedforward: int, dropout: float, activation: Activation,
-                        layer_norm_eps: float, norm_first: bool, bias: bool, count: int, factory: dict) -> None:
+    _attention_modules: tuple[str, ...] = ("self_attn",)
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: Activation = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        num_kv_heads: int | None = None,
+        rotary: RotaryHook | None = None,
+    ) -> None:
+        super().__init__()
         if isinstance(activation, str) and activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
         if not (isinstance(activation, str) or callable(activation)):
             raise TypeError(f"activation must be 'relu', 'gelu' or a callable, got {type(activation).__name__}")
+        factory = {"device": device, "dtype": dtype}
+        # Attention first, then the feed-forward network and the norms: PyTorch's parameter order, hence the same
+        # random draws at construction. Only self-attention gets grouped-query heads and rotary positions.
+        for name in self._attention_modules:
+            extra = {"num_kv_heads": num_kv_heads, "rotary": rotary} if name == "self_attn" else {}
+            setattr(self, name, MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                   batch_first=batch_first, **extra, **factory))
         self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
         self.norm_first = bool(norm_first)
+        count = len(self._attention_modules) + 1
         for i in range(1, count + 1):
             setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
         for i in range(1, count + 1):
             setattr(self, f"dropout{i}", nn.Dropout(dropout))
         self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
+        self.d_model, self.batch_first = d_model, bool(batch_first)
 
     def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -80,33 +108,9 @@ def _attend(mha: MultiHeadAttention, x: torch.Tensor, memory: torch.Tensor | Non
     return out
 
 
-class TransformerEncoderLayer(_Sublayers):
-    """Self-attention, then the feed-forward network (chapter 5). Same constructor as PyTorch's layer."""
-
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: Activation = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-        *,
-        num_kv_heads: int | None = None,
-        rotary: RotaryHook | None = None,
-    ) -> None:
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            num_kv_heads=num_kv_heads, rotary=rotary, **factory)
-        self._init_sublayers(d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first, bias, 2,
-                             factory)
-        self.d_model, self.batch_first = d_model, bool(batch_first)
+class TransformerEncoderLayer(_Layer):
+    """Self-attention, then the feed-forward network (chapter 5). PyTorch's constructor, and optionally
+    grouped-query attention (``num_kv_heads``) and rotary positions (``rotary``) in the self-attention."""
 
     def forward(
         self,
@@ -150,19 +154,15 @@ class DecoderOnlyLayer(TransformerEncoderLayer):
         nhead: int,
         dim_feedforward: int | None = None,
         dropout: float = 0.0,
-        activation: Activation = "gelu",
-        layer_norm_eps: float = 1e-5,
-        norm_first: bool = True,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
         *,
-        num_kv_heads: int | None = None,
-        rotary: RotaryHook | None = None,
+        activation: Activation = "gelu",
+        norm_first: bool = True,
+        **options,
     ) -> None:
+        """``dim_feedforward`` defaults to ``4·d_model``; ``options``: ``layer_norm_eps``, ``bias``, ``device``,
+        ``dtype``, ``num_kv_heads``, ``rotary`` (as :class:`TransformerEncoderLayer`)."""
         ff = 4 * d_model if dim_feedforward is None else dim_feedforward
-        super().__init__(d_model, nhead, ff, dropout, activation, layer_norm_eps, True, norm_first, bias, device,
-                         dtype, num_kv_heads=num_kv_heads, rotary=rotary)
+        super().__init__(d_model, nhead, ff, dropout, activation, batch_first=True, norm_first=norm_first, **options)
 
     def forward(  # type: ignore[override]
         self,
@@ -175,34 +175,12 @@ class DecoderOnlyLayer(TransformerEncoderLayer):
         return super().forward(x, src_key_mask=key_mask, is_causal=True, attn_weights=attn_weights, cache=cache)
 
 
-class TransformerDecoderLayer(_Sublayers):
+class TransformerDecoderLayer(_Layer):
     """Causal self-attention, cross-attention to the encoder's output (the *memory*), then the feed-forward network
     (chapter 5). In the cross-attention the **queries come from the decoder** and the **keys and values from the
-    encoder**. Same constructor as PyTorch's layer."""
+    encoder**. PyTorch's constructor."""
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: Activation = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            **factory)
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, **factory)
-        self._init_sublayers(d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first, bias, 3,
-                             factory)
-        self.d_model, self.batch_first = d_model, bool(batch_first)
+    _attention_modules = ("self_attn", "multihead_attn")
 
     def forward(
         self,

@@ -37,13 +37,20 @@ __all__ = [
 ]
 
 
-def _clones(name: str, layer: nn.Module, cls: type, num_layers: int) -> nn.ModuleList:
-    """``num_layers`` deep copies of ``layer`` (identical until re-initialised), as PyTorch's stacks make them."""
-    if not isinstance(layer, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(layer).__name__}")
-    if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
-        raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
-    return nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+class _Stack(nn.Module):
+    """``num_layers`` deep copies of one layer (identical until re-initialised) in ``self.layers``, and an optional
+    final ``norm``, as PyTorch's stacks."""
+
+    _layer_type: type = nn.Module
+
+    def __init__(self, layer: nn.Module, num_layers: int, norm: nn.Module | None = None) -> None:
+        super().__init__()
+        if not isinstance(layer, self._layer_type):
+            raise TypeError(f"the layer must be a {self._layer_type.__name__}, got {type(layer).__name__}")
+        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
+            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
 
 
 @dataclass
@@ -71,63 +78,37 @@ class DecoderCache:
         return sum(self_cache.nbytes + cross.nbytes for self_cache, cross in self.layers)
 
 
-class TransformerEncoder(nn.Module):
+class TransformerEncoder(_Stack):
     """A stack of ``num_layers`` copies of ``encoder_layer`` and an optional final ``norm`` (chapter 5).
 
     As :class:`torch.nn.TransformerEncoder`: the layers are deep copies of the one given (identical until
     re-initialised), in ``self.layers``.
     """
 
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: nn.Module | None = None):
-        super().__init__()
-        self.layers = _clones("encoder_layer", encoder_layer, TransformerEncoderLayer, num_layers)
-        self.num_layers, self.norm = num_layers, norm
+    _layer_type = TransformerEncoderLayer
 
-    def forward(
-        self,
-        src: torch.Tensor,
-        *,
-        mask: torch.Tensor | None = None,
-        src_key_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
-        attn_weights: list[torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """Run every layer (arguments as :meth:`TransformerEncoderLayer.forward`), then ``norm``."""
+    def forward(self, src: torch.Tensor, *, mask: torch.Tensor | None = None, **options) -> torch.Tensor:
+        """Run every layer, then ``norm``. ``mask`` is each layer's ``src_mask``; ``options`` (``src_key_mask``,
+        ``is_causal``, ``attn_weights``) go to every layer as in :meth:`TransformerEncoderLayer.forward`."""
         x = src
         for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_mask=src_key_mask, is_causal=is_causal, attn_weights=attn_weights)
+            x = layer(x, src_mask=mask, **options)
         return x if self.norm is None else self.norm(x)
 
 
-class TransformerDecoder(nn.Module):
+class TransformerDecoder(_Stack):
     """A stack of ``num_layers`` copies of ``decoder_layer`` and an optional final ``norm`` (chapter 5)."""
 
-    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: nn.Module | None = None):
-        super().__init__()
-        self.layers = _clones("decoder_layer", decoder_layer, TransformerDecoderLayer, num_layers)
-        self.num_layers, self.norm = num_layers, norm
+    _layer_type = TransformerDecoderLayer
 
     def forward(
-        self,
-        tgt: torch.Tensor,
-        memory: torch.Tensor | None,
-        *,
-        tgt_mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        tgt_key_mask: torch.Tensor | None = None,
-        memory_key_mask: torch.Tensor | None = None,
-        tgt_is_causal: bool = False,
-        self_weights: list[torch.Tensor] | None = None,
-        cross_weights: list[torch.Tensor] | None = None,
-        cache: DecoderCache | None = None,
+        self, tgt: torch.Tensor, memory: torch.Tensor | None, *, cache: DecoderCache | None = None, **options
     ) -> torch.Tensor:
-        """Run every layer (arguments as :meth:`TransformerDecoderLayer.forward`; ``cache`` holds every layer's
-        caches), then ``norm``."""
+        """Run every layer, then ``norm``. ``options`` (masks, ``tgt_is_causal``, weight lists) go to every layer as
+        in :meth:`TransformerDecoderLayer.forward`; ``cache`` holds every layer's caches (decoding)."""
         x = tgt
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_mask=tgt_key_mask,
-                      memory_key_mask=memory_key_mask, tgt_is_causal=tgt_is_causal, self_weights=self_weights,
-                      cross_weights=cross_weights, cache=None if cache is None else cache.layers[i])
+            x = layer(x, memory, cache=None if cache is None else cache.layers[i], **options)
         return x if self.norm is None else self.norm(x)
 
 
