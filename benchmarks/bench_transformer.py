@@ -24,9 +24,8 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from attention_course.transformer import Transformer
+from torch import nn
 
 
 def main(argv: list[str] | None = None) -> float:

@@ -10,7 +10,8 @@ from torch import nn
 
 from attention_course import masks
 from attention_course.attention import scaled_dot_product_attention
-from attention_course.multihead import MultiHeadAttention, masks_from_torch
+from attention_course.interop import from_torch
+from attention_course.masks import from_torch_masks
 
 
 def test_padding_mask_from_lengths_and_from_tokens():
@@ -42,15 +43,32 @@ def test_padding_mask_errors():
 
 def test_causal_mask_alignments():
     assert torch.equal(masks.causal_mask(4), torch.ones(4, 4, dtype=torch.bool).tril())
-    # bottom-right (default): the 2 queries are the last 2 of 5 positions
-    assert masks.causal_mask(2, 5).tolist() == [[True, True, True, True, False], [True] * 5]
-    # top-left: what F.scaled_dot_product_attention(is_causal=True) does
-    q, k, v = torch.randn(3, 2, 4), torch.randn(3, 5, 4), torch.randn(3, 5, 4)
-    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=masks.causal_mask(2, 5, offset=0)),
-                               F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    assert masks.causal_mask(1, 6).all()  # one new token sees every cached one
+    # lower-right: the 2 queries are the last 2 of 5 positions
+    assert masks.causal_mask(2, 5, alignment="lower_right").tolist() == [[True, True, True, True, False], [True] * 5]
+    # upper-left: what F.scaled_dot_product_attention(is_causal=True) does
+    upper_left = masks.causal_mask(2, 5, alignment="upper_left")
+    assert upper_left.tolist() == [[True, False, False, False, False], [True, True, False, False, False]]
+    q, k, v = torch.randn(3, 7, 4), torch.randn(3, 7, 4), torch.randn(3, 7, 4)
+    torch.testing.assert_close(F.scaled_dot_product_attention(q[:, :2], k[:, :5], v[:, :5], attn_mask=upper_left),
+                               F.scaled_dot_product_attention(q[:, :2], k[:, :5], v[:, :5], is_causal=True))
+    assert masks.causal_mask(1, 6, alignment="lower_right").all()  # one new token sees every cached one
+    # PyTorch's own names mean the same
+    from torch.nn.attention.bias import causal_lower_right, causal_upper_left
+
+    for n_q, n_k in [(2, 5), (5, 5), (4, 7), (1, 3)]:
+        for ours, theirs in (("upper_left", causal_upper_left), ("lower_right", causal_lower_right)):
+            mask = masks.causal_mask(n_q, n_k, alignment=ours)
+            torch.testing.assert_close(
+                F.scaled_dot_product_attention(q[:, :n_q], k[:, :n_k], v[:, :n_k], attn_mask=mask),
+                F.scaled_dot_product_attention(q[:, :n_q], k[:, :n_k], v[:, :n_k], attn_mask=theirs(n_q, n_k)))
     with pytest.raises(ValueError, match="n_q must be a positive integer"):
         masks.causal_mask(0)
+    with pytest.raises(ValueError, match="needs alignment"):
+        masks.causal_mask(2, 5)
+    with pytest.raises(ValueError, match="alignment must be one of"):
+        masks.causal_mask(2, 5, alignment="top_left")
+    with pytest.raises(TypeError, match="integer tensor of positions"):
+        masks.causal_block(torch.tensor([0.5]), torch.arange(3))
 
 
 def test_combine_masks():
@@ -64,37 +82,36 @@ def test_combine_masks():
         masks.combine_masks(causal, causal.float())
     with pytest.raises(ValueError, match="do not broadcast"):
         masks.combine_masks(causal, torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(TypeError, match=r"boolean \(batch, n_k\)"):
+    with pytest.raises(ValueError, match=r"\(batch, n_k\)"):
         masks.key_mask_to_attn_mask(causal[None])
 
 
-def test_torch_conversions_round_trip_and_reuse_multihead():
-    assert masks.from_torch is masks_from_torch  # one conversion in the package, not two
+def test_torch_conversions_round_trip():
     key_mask = masks.padding_mask([3, 1], 4)
     attn = masks.causal_mask(4)
-    kpm, am = masks.to_torch(key_mask, attn)
+    kpm, am = masks.to_torch_masks(key_mask, attn)
     assert torch.equal(kpm, ~key_mask) and torch.equal(am, attn.triu(1) == 0) is False
     assert torch.equal(am, ~attn)
-    back_k, back_a = masks.from_torch(kpm, am)
+    back_k, back_a = masks.from_torch_masks(kpm, am)
     assert torch.equal(back_k, key_mask) and torch.equal(back_a, attn)
     # PyTorch's float causal mask converts to the same boolean mask
-    _, from_float = masks.from_torch(attn_mask=nn.Transformer.generate_square_subsequent_mask(4))
+    _, from_float = masks.from_torch_masks(attn_mask=nn.Transformer.generate_square_subsequent_mask(4))
     assert torch.equal(from_float, attn)
     four_d = torch.ones(2, 3, 4, 4, dtype=torch.bool)
-    assert masks.to_torch(attn_mask=four_d)[1].shape == (6, 4, 4)
+    assert masks.to_torch_masks(attn_mask=four_d)[1].shape == (6, 4, 4)
     with pytest.raises(TypeError, match="boolean"):
-        masks.to_torch(key_mask=key_mask.float())
+        masks.to_torch_masks(key_mask=key_mask.float())
     with pytest.raises(ValueError, match=r"\(n_q, n_k\)"):
-        masks.to_torch(attn_mask=torch.ones(4, dtype=torch.bool))
+        masks.to_torch_masks(attn_mask=torch.ones(4, dtype=torch.bool))
 
 
 def test_converted_masks_give_pytorchs_result():
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
-    ours = MultiHeadAttention.from_torch(ref).eval()
+    ours = from_torch(ref).eval()
     x = torch.randn(2, 4, 8, dtype=torch.float64)
     key_mask, attn = masks.padding_mask([4, 2]), masks.causal_mask(4)
-    kpm, am = masks.to_torch(key_mask, attn)
+    kpm, am = masks.to_torch_masks(key_mask, attn)
     out_ref, _ = ref(x, x, x, key_padding_mask=kpm, attn_mask=am)
     out, _ = ours(x, x, x, key_mask=key_mask, attn_mask=attn)
     torch.testing.assert_close(out, out_ref, atol=1e-12, rtol=0)
@@ -104,7 +121,8 @@ def test_fully_masked_row_gives_zeros_in_output_and_gradients():
     q = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     k = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
     v = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
-    mask = masks.combine_masks(masks.causal_mask(3, 5), masks.key_mask_to_attn_mask(masks.padding_mask([5, 0]))[:, 0])
+    mask = masks.combine_masks(masks.causal_mask(3, 5, alignment="lower_right"),
+                                masks.key_mask_to_attn_mask(masks.padding_mask([5, 0]))[:, 0])
     assert not mask[1].any()  # row 1: every key is padding
     out, w = scaled_dot_product_attention(q, k, v, mask=mask)
     assert torch.isfinite(out).all() and torch.all(out[1] == 0) and torch.all(w[1] == 0)
@@ -112,3 +130,31 @@ def test_fully_masked_row_gives_zeros_in_output_and_gradients():
     for t in (q, k, v):
         assert torch.isfinite(t.grad).all()
     assert torch.all(q.grad[1] == 0) and torch.all(v.grad[1] == 0)
+
+
+def test_masks_from_torch_float_and_errors():
+    additive = torch.tensor([[0.0, float("-inf")], [0.0, 0.0]])
+    _, allowed = from_torch_masks(attn_mask=additive)
+    assert allowed.tolist() == [[True, False], [True, True]]
+    with pytest.raises(ValueError, match="only 0 and -inf"):
+        from_torch_masks(attn_mask=torch.tensor([[0.0, -1.0]]))
+    with pytest.raises(ValueError, match="needs num_heads"):
+        from_torch_masks(attn_mask=torch.zeros(6, 2, 2, dtype=torch.bool))
+    with pytest.raises(TypeError, match="boolean or floating"):
+        from_torch_masks(key_padding_mask=torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_attention_mask_combines_and_checks_what_a_layer_is_given():
+    key_mask = masks.padding_mask([3, 2], 3)
+    attn = masks.causal_mask(3)
+    both = masks.attention_mask(2, 4, 3, 3, key_mask=key_mask, attn_mask=attn)
+    assert both.shape == (2, 1, 3, 3)
+    assert torch.equal(both, masks.combine_masks(attn, masks.key_mask_to_attn_mask(key_mask)))
+    assert torch.equal(masks.attention_mask(2, 4, 3, 3, causal="upper_left")[0, 0], attn)
+    assert masks.attention_mask(2, 4, 3, 3) is None
+    with pytest.raises(TypeError, match="from_torch_masks"):
+        masks.attention_mask(2, 4, 3, 3, attn_mask=attn.float())
+    with pytest.raises(ValueError, match=r"attn_mask must have shape"):
+        masks.attention_mask(2, 4, 3, 3, attn_mask=torch.ones(2, 3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"key_mask must have shape \(batch, n_k\) = \(2, 3\)"):
+        masks.attention_mask(2, 4, 3, 3, key_mask=torch.ones(3, dtype=torch.bool))

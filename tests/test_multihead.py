@@ -4,15 +4,19 @@ attention, F.scaled_dot_product_attention(..., enable_gqa=True). Both computatio
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attention_course.circuits import head_weights, qk_circuit
+from attention_course.interop import from_torch, to_torch
+from attention_course.masks import from_torch_masks
 from attention_course.multihead import (
     MultiHeadAttention,
-    masks_from_torch,
-    merge_heads,
+        merge_heads,
     split_heads,
 )
 
@@ -27,12 +31,23 @@ def _pair(seed: int, dtype: torch.dtype, batch_first: bool, embed_dim: int = 24,
         for p in ref.parameters():
             if p.ndim == 1:
                 p.normal_()
-    return ref, MultiHeadAttention.from_torch(ref).eval()
+    return ref, from_torch(ref).eval()
 
 
 def _seq(gen: torch.Generator, batch: int, n: int, d: int, dtype: torch.dtype, batch_first: bool) -> torch.Tensor:
     x = torch.randn(batch, n, d, generator=gen, dtype=dtype)
     return x if batch_first else x.transpose(0, 1).contiguous()
+
+
+def _gqa_reference(mha: MultiHeadAttention, x: torch.Tensor, mask=None, is_causal=False):
+    """Project with the module's weights, then PyTorch's fused kernel with enable_gqa=True; (batch, n, d) input."""
+    w_q, w_k, w_v = mha.in_proj_weight.split([mha.embed_dim, mha.kv_dim, mha.kv_dim])
+    b_q, b_k, b_v = mha.in_proj_bias.split([mha.embed_dim, mha.kv_dim, mha.kv_dim])
+    q = split_heads(F.linear(x, w_q, b_q), mha.num_heads)
+    k = split_heads(F.linear(x, w_k, b_k), mha.num_kv_heads)
+    v = split_heads(F.linear(x, w_v, b_v), mha.num_kv_heads)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
+    return mha.out_proj(merge_heads(out))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -60,7 +75,7 @@ def test_key_padding_mask_matches_torch(dtype, batch_first):
     padding[1, 4:] = True
     padding[2, 1:] = True
     padding[3, ::2] = True
-    key_mask, _ = masks_from_torch(key_padding_mask=padding)
+    key_mask, _ = from_torch_masks(key_padding_mask=padding)
     assert torch.equal(key_mask, ~padding)
     out_ref, w_ref = ref(x, x, x, key_padding_mask=padding)
     for need in (True, False):
@@ -80,7 +95,7 @@ def test_causal_masks_match_torch(dtype, batch_first):
     out_ref, w_ref = ref(x, x, x, attn_mask=future)
     out_ref_fast, _ = ref(x, x, x, attn_mask=future, is_causal=True, need_weights=False)
     torch.testing.assert_close(out_ref_fast, out_ref, **TOL[dtype])
-    _, allowed = masks_from_torch(attn_mask=future)
+    _, allowed = from_torch_masks(attn_mask=future)
     for kwargs in (dict(is_causal=True), dict(attn_mask=allowed), dict(attn_mask=allowed, is_causal=True)):
         for need in (True, False):
             out, w = ours(x, x, x, need_weights=need, **kwargs)
@@ -92,7 +107,7 @@ def test_causal_masks_match_torch(dtype, batch_first):
     padding = torch.zeros(2, 8, dtype=torch.bool)
     padding[1, 5:] = True
     out_ref, w_ref = ref(x, x, x, attn_mask=future, key_padding_mask=padding)
-    key_mask, _ = masks_from_torch(key_padding_mask=padding)
+    key_mask, _ = from_torch_masks(key_padding_mask=padding)
     out, w = ours(x, x, x, key_mask=key_mask, is_causal=True)
     torch.testing.assert_close(out, out_ref, **TOL[dtype])
     torch.testing.assert_close(w, w_ref, **TOL[dtype])
@@ -106,7 +121,7 @@ def test_per_head_3d_attn_mask_matches_torch(dtype):
     forbidden = torch.rand(2 * 4, 5, 5, generator=gen) > 0.6
     forbidden[..., 0] = False  # every query keeps a key, so PyTorch's result is defined
     out_ref, w_ref = ref(x, x, x, attn_mask=forbidden, average_attn_weights=False)
-    _, allowed = masks_from_torch(attn_mask=forbidden, num_heads=4)
+    _, allowed = from_torch_masks(attn_mask=forbidden, num_heads=4)
     assert allowed.shape == (2, 4, 5, 5)
     for need in (True, False):
         out, w = ours(x, x, x, attn_mask=allowed, need_weights=need, average_attn_weights=False)
@@ -127,7 +142,7 @@ def test_cross_attention_different_lengths_matches_torch(dtype, batch_first, dim
     mem_v = _seq(gen, 3, 9, vdim or 24, dtype, batch_first) if kdim else mem_k  # key is value: shared K/V input
     padding = torch.zeros(3, 9, dtype=torch.bool)
     padding[0, 6:] = True
-    key_mask, _ = masks_from_torch(key_padding_mask=padding)
+    key_mask, _ = from_torch_masks(key_padding_mask=padding)
     for average in (True, False):
         out_ref, w_ref = ref(y, mem_k, mem_v, key_padding_mask=padding, average_attn_weights=average)
         out, w = ours(y, mem_k, mem_v, key_mask=key_mask, average_attn_weights=average)
@@ -159,7 +174,7 @@ def test_gradients_match_torch():
     x = torch.randn(2, 6, 24, generator=gen, dtype=torch.float64)
     g = torch.randn(2, 6, 24, generator=gen, dtype=torch.float64)
     padding = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
-    key_mask, _ = masks_from_torch(key_padding_mask=padding)
+    key_mask, _ = from_torch_masks(key_padding_mask=padding)
     x_ref, x_ours = x.clone().requires_grad_(), x.clone().requires_grad_()
     (ref(x_ref, x_ref, x_ref, key_padding_mask=padding)[0] * g).sum().backward()
     for need in (True, False):
@@ -169,27 +184,6 @@ def test_gradients_match_torch():
         torch.testing.assert_close(x_ours.grad, x_ref.grad, atol=1e-10, rtol=1e-8)
         for name, p in ours.named_parameters():
             torch.testing.assert_close(p.grad, ref.get_parameter(name).grad, atol=1e-10, rtol=1e-8)
-
-
-def test_to_torch_round_trip():
-    torch.manual_seed(14)
-    ours = MultiHeadAttention(16, 2, batch_first=True, kdim=6, vdim=10, dtype=torch.float64)
-    back = ours.to_torch()
-    assert isinstance(back, nn.MultiheadAttention) and back.batch_first
-    gen = torch.Generator().manual_seed(15)
-    q, k, v = (torch.randn(2, 3, d, generator=gen, dtype=torch.float64) for d in (16, 6, 10))
-    torch.testing.assert_close(ours(q, k, v)[0], back(q, k, v)[0], **TOL[torch.float64])
-
-
-def _gqa_reference(mha: MultiHeadAttention, x: torch.Tensor, mask=None, is_causal=False):
-    """Project with the module's weights, then PyTorch's fused kernel with enable_gqa=True; (batch, n, d) input."""
-    w_q, w_k, w_v = mha.in_proj_weight.split([mha.embed_dim, mha.kv_dim, mha.kv_dim])
-    b_q, b_k, b_v = mha.in_proj_bias.split([mha.embed_dim, mha.kv_dim, mha.kv_dim])
-    q = split_heads(F.linear(x, w_q, b_q), mha.num_heads)
-    k = split_heads(F.linear(x, w_k, b_k), mha.num_kv_heads)
-    v = split_heads(F.linear(x, w_v, b_v), mha.num_kv_heads)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
-    return mha.out_proj(merge_heads(out))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -234,9 +228,9 @@ def test_grouped_query_attention_is_multi_head_with_shared_kv_weights():
     out_f, w_f = full(x, x, x, average_attn_weights=False)
     torch.testing.assert_close(out_g, out_f, **TOL[torch.float64])
     torch.testing.assert_close(w_g, w_f, **TOL[torch.float64])
-    hw = gqa.head_weights()
-    assert hw.w_k.shape == (2, 16, 4) and hw.w_q.shape == (4, 16, 4)
-    torch.testing.assert_close(gqa.qk_matrices(), full.qk_matrices())
+    hw = head_weights(gqa)
+    assert hw.w_k.shape == (4, 16, 4) and hw.w_q.shape == (4, 16, 4)
+    torch.testing.assert_close(qk_circuit(hw.w_q, hw.w_k), qk_circuit(*head_weights(full)[:2]))
 
 
 def test_fast_and_explicit_paths_agree_and_fully_masked_rows_are_zero():
@@ -277,23 +271,6 @@ def test_dropout_only_in_training():
     torch.testing.assert_close(w.sum(-1), torch.ones(1, 6))  # the returned weights are the distribution
 
 
-def test_head_weights_are_column_slices_and_qk_matrices_give_the_scores():
-    torch.manual_seed(23)
-    mha = MultiHeadAttention(12, 3, bias=False, batch_first=True, dtype=torch.float64)
-    hw = mha.head_weights()
-    W_Q = mha.in_proj_weight[:12].T  # the paper's d_model × d_model W^Q
-    for i in range(3):
-        torch.testing.assert_close(hw.w_q[i], W_Q[:, 4 * i : 4 * (i + 1)])
-    x = torch.randn(1, 5, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(24))
-    _, w = mha(x, x, x, average_attn_weights=False)
-    scores = x[0] @ mha.qk_matrices() @ x[0].T / 2.0  # x W_QK xᵀ / √d_k, d_k = 4
-    torch.testing.assert_close(w[0], torch.softmax(scores, dim=-1))
-    ranks = torch.linalg.matrix_rank(mha.qk_matrices())
-    assert ranks.tolist() == [4, 4, 4]
-    out_explicit = sum(torch.softmax(scores[i], -1) @ x[0] @ mha.ov_matrices()[i] for i in range(3))
-    torch.testing.assert_close(mha(x, x, x)[0][0], out_explicit)
-
-
 def test_split_and_merge_heads():
     x = torch.randn(2, 5, 12)
     heads = split_heads(x, 3)
@@ -307,18 +284,6 @@ def test_split_and_merge_heads():
         merge_heads(x)
 
 
-def test_masks_from_torch_float_and_errors():
-    additive = torch.tensor([[0.0, float("-inf")], [0.0, 0.0]])
-    _, allowed = masks_from_torch(attn_mask=additive)
-    assert allowed.tolist() == [[True, False], [True, True]]
-    with pytest.raises(ValueError, match="only 0 and -inf"):
-        masks_from_torch(attn_mask=torch.tensor([[0.0, -1.0]]))
-    with pytest.raises(ValueError, match="needs num_heads"):
-        masks_from_torch(attn_mask=torch.zeros(6, 2, 2, dtype=torch.bool))
-    with pytest.raises(TypeError, match="boolean or floating"):
-        masks_from_torch(key_padding_mask=torch.zeros(2, 3, dtype=torch.long))
-
-
 def test_constructor_errors():
     with pytest.raises(ValueError, match="divisible by num_heads"):
         MultiHeadAttention(10, 3)
@@ -329,11 +294,11 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match="dropout"):
         MultiHeadAttention(8, 2, dropout=1.5)
     with pytest.raises(ValueError, match="add_bias_kv"):
-        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
+        from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
     with pytest.raises(TypeError, match="nn.MultiheadAttention"):
-        MultiHeadAttention.from_torch(nn.Linear(2, 2))
+        from_torch(nn.Linear(2, 2))
     with pytest.raises(ValueError, match="grouped-query"):
-        MultiHeadAttention(8, 2, num_kv_heads=1).to_torch()
+        to_torch(MultiHeadAttention(8, 2, num_kv_heads=1))
 
 
 def test_forward_errors_name_the_shapes():
@@ -361,17 +326,121 @@ def test_forward_errors_name_the_shapes():
         mha(x, x, x, attn_mask=torch.ones(4, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"attn_mask must have shape"):
         mha(x, x, x, attn_mask=torch.ones(2, 5, 5, dtype=torch.bool))  # 3-D is ambiguous: use masks_from_torch
-    with pytest.raises(ValueError, match=r"key_mask must have shape \(2, 5\)"):
+    with pytest.raises(ValueError, match=r"key_mask must have shape \(batch, n_k\) = \(2, 5\)"):
         mha(x, x, x, key_mask=torch.ones(5, dtype=torch.bool))
     with pytest.raises(TypeError, match="key_padding_mask"):
         mha(x, x, x, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool))  # PyTorch's name: refused
 
 
-def test_products_in_float64_show_the_exact_rank_of_float32_weights():
-    torch.manual_seed(25)
-    mha = MultiHeadAttention(32, 4, num_kv_heads=2)  # float32 parameters
-    assert mha.head_weights().w_q.dtype == torch.float32
-    qk, ov = mha.qk_matrices(torch.float64), mha.ov_matrices(torch.float64)
-    assert qk.dtype == ov.dtype == torch.float64 and qk.shape == ov.shape == (4, 32, 32)
-    assert torch.linalg.matrix_rank(qk).tolist() == [8] * 4 and torch.linalg.matrix_rank(ov).tolist() == [8] * 4
-    torch.testing.assert_close(qk.float(), mha.qk_matrices(), atol=1e-5, rtol=1e-4)
+# --------------------------------------------------------------------------------------------- the KV cache
+def _causal_module(seed: int, **kw) -> MultiHeadAttention:
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(24, 4, batch_first=True, dtype=torch.float64, **kw).eval()
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+    return mha
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("chunks", [[1] * 9, [4, 1, 1, 3], [9]])
+def test_cache_appends_and_gives_the_full_causal_result(num_kv_heads, chunks):
+    """Prefill, chunked prefill and one-token decoding with the cache equal one causal pass over everything."""
+    mha = _causal_module(30, num_kv_heads=num_kv_heads)
+    x = torch.randn(2, 9, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(31))
+    full, w_full = mha(x, x, x, is_causal=True, average_attn_weights=False)
+    cache = mha.new_cache(batch=2, capacity=12)
+    assert cache.keys.shape == (2, num_kv_heads, 12, 6)  # grouped-query attention caches fewer heads
+    parts, start = [], 0
+    for n in chunks:
+        piece = x[:, start : start + n]
+        out, w = mha(piece, piece, piece, is_causal=True, cache=cache, average_attn_weights=False)
+        # the new queries see every cached key and the new keys up to themselves: lower-right aligned
+        torch.testing.assert_close(w, w_full[:, :, start : start + n, : start + n], **TOL[torch.float64])
+        parts.append(out)
+        start += n
+    assert cache.length == 9 and cache.nbytes == 2 * 2 * num_kv_heads * 9 * 6 * 8
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, **TOL[torch.float64])
+
+
+def test_cache_alignment_is_lower_right_and_upper_left_would_be_wrong():
+    mha = _causal_module(32)
+    x = torch.randn(1, 5, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(33))
+    cache = mha.new_cache(1, 5)
+    mha(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)
+    _, w = mha(x[:, 3:], x[:, 3:], x[:, 3:], is_causal=True, cache=cache, average_attn_weights=False)
+    allowed = (w[0, 0] > 0).tolist()
+    from attention_course import masks
+
+    assert allowed == masks.causal_mask(2, 5, alignment="lower_right").tolist()
+    assert allowed != masks.causal_mask(2, 5, alignment="upper_left").tolist()
+
+
+def test_static_cache_is_cross_attention_projected_once():
+    torch.manual_seed(34)
+    mha = MultiHeadAttention(24, 4, batch_first=True, kdim=10, vdim=10, dtype=torch.float64).eval()
+    gen = torch.Generator().manual_seed(35)
+    y, memory = (torch.randn(2, n, d, dtype=torch.float64, generator=gen) for n, d in ((3, 24), (7, 10)))
+    key_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    expected, _ = mha(y, memory, memory, key_mask=key_mask)
+    cache = mha.static_cache(memory)
+    assert cache.static and cache.length == 7
+    for need in (True, False):
+        got, _ = mha(y, None, None, key_mask=key_mask, cache=cache, need_weights=need)
+        torch.testing.assert_close(got, expected, **TOL[torch.float64])
+    with pytest.raises(ValueError, match="key=value=None"):
+        mha(y, memory, memory, cache=cache)
+    with pytest.raises(ValueError, match="static cache"):
+        cache.append(cache.keys, cache.values)
+
+
+def test_cache_errors_name_the_problem():
+    mha = _causal_module(36)
+    x = torch.randn(2, 3, 24, dtype=torch.float64)
+    cache = mha.new_cache(2, 4)
+    mha(x, x, x, is_causal=True, cache=cache)
+    with pytest.raises(ValueError, match="holds 4 positions; 3 are used and 3 more"):
+        mha(x, x, x, is_causal=True, cache=cache)
+    with pytest.raises(ValueError, match="do not fit a cache"):
+        mha(x[:1], x[:1], x[:1], cache=mha.new_cache(2, 4))  # batch 1 against a cache of batch 2
+    with pytest.raises(ValueError, match="capacity must be a positive integer"):
+        mha.new_cache(2, 0)
+
+
+def test_rotary_hook_rotates_queries_and_keys_by_absolute_position():
+    """With RoPE the scores depend on positions only through their difference, with or without a cache."""
+    from attention_course.positional import apply_rope
+
+    plain = _causal_module(37)
+    rope = _causal_module(37, rotary=apply_rope)
+    x = torch.randn(1, 6, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(38))
+    out_rope, w_rope = rope(x, x, x, is_causal=True, average_attn_weights=False)
+    assert not torch.allclose(out_rope, plain(x, x, x, is_causal=True)[0])  # the hook changes something
+    # by hand: rotate each head's q and k, then attention
+    q, k, v = rope._project(x, x, x)
+    pos = torch.arange(6)
+    scores = apply_rope(q, positions=pos) @ apply_rope(k, positions=pos).transpose(-2, -1) / math.sqrt(6)
+    scores = scores.masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(), float("-inf"))
+    torch.testing.assert_close(w_rope, torch.softmax(scores, -1), **TOL[torch.float64])
+    cache = rope.new_cache(1, 6)
+    steps = [rope(x[:, i : i + 1], x[:, i : i + 1], x[:, i : i + 1], is_causal=True, cache=cache)[0] for i in range(6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), out_rope, **TOL[torch.float64])
+    with pytest.raises(TypeError, match="rotary must be a callable"):
+        MultiHeadAttention(8, 2, rotary="rope")
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2])
+def test_explicit_path_is_chapter_ones_attention(num_kv_heads):
+    """need_weights=True runs PyTorch's fused softmax; it equals the package's from-scratch attention."""
+    from attention_course.attention import scaled_dot_product_attention
+
+    mha = _causal_module(39, num_kv_heads=num_kv_heads)
+    x = torch.randn(2, 5, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(40))
+    mask = torch.rand(2, 1, 5, 5, generator=torch.Generator().manual_seed(41)) > 0.4
+    mask[1, 0, 2] = False
+    out, w = mha(x, x, x, attn_mask=mask, average_attn_weights=False)
+    q, k, v = mha._project(x, x, x)
+    group = 4 // num_kv_heads
+    ref_out, ref_w = scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                                  mask=mask)
+    torch.testing.assert_close(w, ref_w, **TOL[torch.float64])
+    torch.testing.assert_close(out, mha.out_proj(merge_heads(ref_out)), **TOL[torch.float64])

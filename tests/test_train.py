@@ -167,7 +167,7 @@ def test_label_smoothing_equals_pytorch_and_is_smoothed():
 
 def _tiny_reversal():
     from attention_course.data import reverse_digits
-    from attention_course.transformer import Seq2SeqTransformer
+    from attention_course.seq2seq import Seq2SeqTransformer
 
     torch.manual_seed(0)
     model = Seq2SeqTransformer(13, d_model=32, nhead=4, num_encoder_layers=1, num_decoder_layers=1,

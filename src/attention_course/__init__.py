@@ -17,7 +17,7 @@ from .device import get_device, seed_everything
 from .fast import online_softmax, tiled_attention
 from .multihead import MultiHeadAttention
 from .plots import PALETTE, attention_heatmap, use_style
-from .transformer import Seq2SeqTransformer, Transformer, greedy_decode
+from .seq2seq import Seq2SeqTransformer, Transformer, greedy_decode
 
 __version__ = "0.1.0"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -22,6 +23,7 @@ import torch
 from ._checks import ArrayLike, check_bool_mask, check_ndim, same_kind, to_output, to_torch
 
 __all__ = [
+    "AttentionOutput",
     "softmax",
     "scaled_dot_product_attention",
     "attention_per_query",
@@ -30,6 +32,19 @@ __all__ = [
 ]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+class AttentionOutput(NamedTuple):
+    """What every attention function and module of the package returns (a tuple: ``out, w = ...`` works).
+
+    Attributes:
+        output: the attention output, ``(..., n_q, d_v)`` (or the module's output layout).
+        weights: the attention weights ``(..., n_q, n_k)``, each row summing to 1 (0 for a query that may attend
+            to nothing); ``None`` where they were not asked for or never formed.
+    """
+
+    output: ArrayLike
+    weights: ArrayLike | None
 
 
 def _softmax_torch(x: torch.Tensor, dim: int, mask: torch.Tensor | None) -> torch.Tensor:
@@ -116,7 +131,7 @@ def scaled_dot_product_attention(
     v: ArrayLike,
     mask: ArrayLike | None = None,
     scale: float | None = None,
-) -> tuple[ArrayLike, ArrayLike]:
+) -> AttentionOutput:
     r"""Attention(Q, K, V) = softmax(Q Kᵀ · scale) V, returning the output and the weights (chapter 1).
 
     The from-scratch version the course derives; it equals ``torch.nn.functional.scaled_dot_product_attention``
@@ -130,10 +145,10 @@ def scaled_dot_product_attention(
         scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
 
     Returns:
-        ``(output, weights)`` with shapes ``(..., n_q, d_v)`` and ``(..., n_q, n_k)``, of the kind (numpy or
-        torch) of the inputs. Each row of ``weights`` is non-negative and sums to 1, so each output row is a
-        convex combination of the rows of ``v``. A fully masked query row has zero weights and a zero output.
-        float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+        :class:`AttentionOutput` ``(output, weights)`` with shapes ``(..., n_q, d_v)`` and ``(..., n_q, n_k)``, of
+        the kind (numpy or torch) of the inputs. Each row of ``weights`` is non-negative and sums to 1, so each
+        output row is a convex combination of the rows of ``v``. A fully masked query row has zero weights and a
+        zero output. float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
     Raises:
         TypeError: mixed numpy/torch inputs, non-floating or mismatched dtypes, a non-boolean mask.
@@ -159,7 +174,7 @@ def scaled_dot_product_attention(
     scores = (qt @ kt.transpose(-2, -1)) * scale
     weights = _softmax_torch(scores, -1, mt)
     out = weights @ vt
-    return to_output(out.to(dtype), as_numpy), to_output(weights.to(dtype), as_numpy)
+    return AttentionOutput(to_output(out.to(dtype), as_numpy), to_output(weights.to(dtype), as_numpy))
 
 
 def attention_per_query(

@@ -326,9 +326,9 @@ def exact_match(
     """Fraction of sequences that greedy decoding reproduces exactly, up to and including EOS (chapter 5).
 
     ``tgt`` is ``BOS y_1 … y_m EOS PAD…``; a prediction counts only if every token through EOS is right.
-    Decodes with :func:`attention_course.transformer.greedy_decode` (at most ``tgt.shape[1] - 1`` tokens).
+    Decodes with :func:`attention_course.seq2seq.greedy_decode` (at most ``tgt.shape[1] - 1`` tokens).
     """
-    from .transformer import greedy_decode  # late import: transformer.py does not depend on train.py
+    from .seq2seq import greedy_decode  # late import: seq2seq.py does not depend on train.py
 
     device = next(model.parameters()).device
     n_out = tgt.shape[1] - 1

@@ -1,6 +1,5 @@
-"""transformer.py against PyTorch: nn.TransformerEncoderLayer, nn.TransformerDecoderLayer and nn.Transformer with
-weights copied by from_torch, in eval mode, with padding and causal masks, both layouts and both LayerNorm
-placements; then the seq2seq model, the KV cache and greedy decoding, and the error messages."""
+"""seq2seq.py against PyTorch's nn.Transformer (weights copied by interop.from_torch), then the seq2seq model, its
+decoding cache and greedy decoding, and the error messages."""
 
 from __future__ import annotations
 
@@ -9,104 +8,21 @@ import warnings
 import pytest
 import torch
 from torch import nn
+from torch_reference import DTYPES, FF, LENGTHS_SRC, LENGTHS_TGT, TOL, D, H, randomise_vectors, sequence
 
 from attention_course import masks
-from attention_course.transformer import (
+from attention_course.interop import from_torch
+from attention_course.layers import TransformerEncoderLayer
+from attention_course.seq2seq import (
     AttentionMaps,
     Seq2SeqTransformer,
     Transformer,
-    TransformerDecoderLayer,
     TransformerEncoder,
-    TransformerEncoderLayer,
     greedy_decode,
     param_count,
 )
 
-TOL = {torch.float64: dict(atol=1e-10, rtol=1e-8), torch.float32: dict(atol=1e-5, rtol=1e-4)}
-DTYPES = [torch.float64, torch.float32]
-D, H, FF = 16, 4, 24
-
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # PyTorch's nested-tensor / mask-type notices
-
-
-def _randomise_vectors(module: nn.Module) -> None:
-    """PyTorch zero-initialises biases and sets LayerNorm to identity; randomise them so they are tested too."""
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.ndim == 1:
-                p.normal_()
-
-
-def _seq(gen, batch, n, dtype, batch_first):
-    x = torch.randn(batch, n, D, generator=gen, dtype=dtype)
-    return x if batch_first else x.transpose(0, 1).contiguous()
-
-
-def _real(x, key_mask, batch_first):
-    """The positions of real tokens (PyTorch's encoder may zero padded positions on its nested-tensor path)."""
-    xb = x if batch_first else x.transpose(0, 1)
-    return xb[key_mask]
-
-
-LENGTHS_SRC, LENGTHS_TGT = [7, 4, 1], [5, 2, 5]
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch_first", [True, False])
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_layer_matches_torch(dtype, batch_first, norm_first):
-    torch.manual_seed(0)
-    ref = nn.TransformerEncoderLayer(D, H, FF, dropout=0.1, batch_first=batch_first, norm_first=norm_first,
-                                     dtype=dtype).eval()
-    _randomise_vectors(ref)
-    ours = TransformerEncoderLayer.from_torch(ref).eval()
-    assert ours.norm_first == norm_first and ours.batch_first == batch_first
-    x = _seq(torch.Generator().manual_seed(1), 3, 7, dtype, batch_first)
-    key_mask = masks.padding_mask(LENGTHS_SRC)
-    out_ref = ref(x, src_key_padding_mask=~key_mask)
-    out = ours(x, src_key_mask=key_mask)
-    torch.testing.assert_close(_real(out, key_mask, batch_first), _real(out_ref, key_mask, batch_first), **TOL[dtype])
-    # causal self-attention, PyTorch's float mask converted once
-    causal_float = nn.Transformer.generate_square_subsequent_mask(7, dtype=dtype)
-    out_ref = ref(x, src_mask=causal_float, is_causal=True)
-    torch.testing.assert_close(ours(x, is_causal=True), out_ref, **TOL[dtype])
-    torch.testing.assert_close(ours(x, src_mask=masks.causal_mask(7)), out_ref, **TOL[dtype])
-    # the explicit path (weights returned) gives the same output
-    weights: list[torch.Tensor] = []
-    torch.testing.assert_close(ours(x, is_causal=True, attn_weights=weights), out_ref, **TOL[dtype])
-    assert len(weights) == 1 and weights[0].shape == (3, H, 7, 7)
-    assert torch.all(weights[0].triu(1) == 0)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch_first", [True, False])
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_decoder_layer_matches_torch(dtype, batch_first, norm_first):
-    torch.manual_seed(2)
-    ref = nn.TransformerDecoderLayer(D, H, FF, dropout=0.1, batch_first=batch_first, norm_first=norm_first,
-                                     dtype=dtype).eval()
-    _randomise_vectors(ref)
-    ours = TransformerDecoderLayer.from_torch(ref).eval()
-    gen = torch.Generator().manual_seed(3)
-    tgt, mem = _seq(gen, 3, 5, dtype, batch_first), _seq(gen, 3, 7, dtype, batch_first)
-    src_mask, tgt_mask = masks.padding_mask(LENGTHS_SRC), masks.padding_mask(LENGTHS_TGT)
-    causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=dtype)
-    out_ref = ref(tgt, mem, tgt_mask=causal, tgt_key_padding_mask=~tgt_mask, memory_key_padding_mask=~src_mask,
-                  tgt_is_causal=True)
-    out = ours(tgt, mem, tgt_is_causal=True, tgt_key_mask=tgt_mask, memory_key_mask=src_mask)
-    torch.testing.assert_close(out, out_ref, **TOL[dtype])
-    self_w, cross_w = [], []
-    out_w = ours(tgt, mem, tgt_mask=masks.causal_mask(5), tgt_key_mask=tgt_mask, memory_key_mask=src_mask,
-                 self_weights=self_w, cross_weights=cross_w)
-    torch.testing.assert_close(out_w, out_ref, **TOL[dtype])
-    assert self_w[0].shape == (3, H, 5, 5) and cross_w[0].shape == (3, H, 5, 7)
-    assert torch.all(cross_w[0][~src_mask[:, None, None, :].expand_as(cross_w[0])] == 0)  # padding: no weight
-    # a memory mask (n_tgt, n_src) in PyTorch's sense, converted
-    forbid = torch.zeros(5, 7, dtype=torch.bool)
-    forbid[:, 3] = True
-    out_ref = ref(tgt, mem, memory_mask=forbid)
-    _, allowed = masks.from_torch_masks(attn_mask=forbid)
-    torch.testing.assert_close(ours(tgt, mem, memory_mask=allowed), out_ref, **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -116,11 +32,11 @@ def test_transformer_matches_torch(dtype, batch_first, norm_first):
     torch.manual_seed(4)
     ref = nn.Transformer(D, H, 2, 3, FF, dropout=0.1, batch_first=batch_first, norm_first=norm_first,
                          dtype=dtype).eval()
-    _randomise_vectors(ref)
-    ours = Transformer.from_torch(ref).eval()
+    randomise_vectors(ref)
+    ours = from_torch(ref).eval()
     assert [k for k in ours.state_dict()] == [k for k in ref.state_dict()]  # same names, same order
     gen = torch.Generator().manual_seed(5)
-    src, tgt = _seq(gen, 3, 7, dtype, batch_first), _seq(gen, 3, 5, dtype, batch_first)
+    src, tgt = sequence(gen, 3, 7, dtype, batch_first), sequence(gen, 3, 5, dtype, batch_first)
     src_mask, tgt_mask = masks.padding_mask(LENGTHS_SRC), masks.padding_mask(LENGTHS_TGT)
     causal = ref.generate_square_subsequent_mask(5, dtype=dtype)
     out_ref = ref(src, tgt, tgt_mask=causal, src_key_padding_mask=~src_mask, tgt_key_padding_mask=~tgt_mask,
@@ -138,9 +54,9 @@ def test_transformer_matches_torch(dtype, batch_first, norm_first):
 def test_transformer_matches_torch_in_training_mode_without_dropout():
     torch.manual_seed(6)
     ref = nn.Transformer(D, H, 1, 1, FF, dropout=0.0, batch_first=True, dtype=torch.float64)
-    ours = Transformer.from_torch(ref)
+    ours = from_torch(ref)
     gen = torch.Generator().manual_seed(7)
-    src, tgt = _seq(gen, 2, 6, torch.float64, True), _seq(gen, 2, 4, torch.float64, True)
+    src, tgt = sequence(gen, 2, 6, torch.float64, True), sequence(gen, 2, 4, torch.float64, True)
     causal = ref.generate_square_subsequent_mask(4, dtype=torch.float64)
     a = ref(src, tgt, tgt_mask=causal, tgt_is_causal=True)
     b = ours(src, tgt, tgt_is_causal=True)
@@ -149,37 +65,6 @@ def test_transformer_matches_torch_in_training_mode_without_dropout():
     b.square().sum().backward()
     for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float64], msg=name)
-
-
-def test_fully_masked_rows_give_zeros_not_nan_in_outputs_and_gradients():
-    torch.manual_seed(8)
-    layer = TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, dtype=torch.float64)
-    tgt = torch.randn(2, 3, D, dtype=torch.float64, requires_grad=True)
-    mem = torch.randn(2, 4, D, dtype=torch.float64, requires_grad=True)
-    no_memory = torch.zeros(2, 4, dtype=torch.bool)
-    no_memory[0] = True  # row 1 may attend to no memory position at all
-    for need in (False, True):
-        weights = [] if need else None
-        out = layer(tgt, mem, tgt_is_causal=True, memory_key_mask=no_memory, cross_weights=weights)
-        assert torch.isfinite(out).all()
-        out.sum().backward()
-        assert torch.isfinite(tgt.grad).all() and torch.isfinite(mem.grad).all()
-        assert torch.all(mem.grad[1] == 0)  # nothing flows to a memory nobody may read
-        if need:
-            assert torch.all(weights[0][1] == 0)
-        tgt.grad = mem.grad = None
-
-
-def test_post_ln_and_pre_ln_differ_and_post_ln_output_is_normalised():
-    torch.manual_seed(9)
-    post = TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True).eval()
-    pre = TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=True).eval()
-    pre.load_state_dict(post.state_dict())
-    x = 5 * torch.randn(2, 6, D)
-    a, b = post(x), pre(x)
-    torch.testing.assert_close(a.mean(-1), torch.zeros(2, 6), atol=1e-5, rtol=0)  # LayerNorm last (identity affine)
-    assert not torch.allclose(a, b, atol=1e-2)
-    assert b.std(-1).mean() > 2  # pre-LN: the residual stream keeps the input's scale
 
 
 def test_encoder_stack_copies_layers_and_checks_arguments():
@@ -203,16 +88,10 @@ def test_bad_inputs_raise_with_shapes():
         model(src.long(), tgt)
     with pytest.raises(TypeError, match="boolean"):
         model(src, tgt, src_key_mask=torch.ones(2, 5))
-    with pytest.raises(ValueError, match=r"key_mask must have shape \(2, 5\)"):
+    with pytest.raises(ValueError, match=r"key_mask must have shape \(batch, n_k\) = \(2, 5\)"):
         model(src, tgt, src_key_mask=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="attn_mask must have shape"):
         model(src, tgt, tgt_mask=torch.ones(5, 5, dtype=torch.bool))
-    with pytest.raises(TypeError, match="nn.Transformer"):
-        Transformer.from_torch(nn.Linear(2, 2))
-    with pytest.raises(TypeError, match="TransformerEncoderLayer"):
-        TransformerEncoderLayer.from_torch(nn.TransformerDecoderLayer(D, H))
-    with pytest.raises(TypeError, match="TransformerDecoderLayer"):
-        TransformerDecoderLayer.from_torch(nn.TransformerEncoderLayer(D, H))
     with pytest.raises(ValueError, match="activation"):
         TransformerEncoderLayer(D, H, activation="tanh")
 
@@ -277,7 +156,7 @@ def test_cached_decoding_equals_full_recompute(dtype, norm_first):
     part1 = model.decode_step(fast[:, :4], cache)
     part2 = model.decode_step(fast[:, 4:12], cache)
     assert cache.length == 12
-    per_position = 2 * 2 * 3 * D * cache.layers[0].self_k.element_size()  # layers · (k, v) · batch · d_model
+    per_position = 2 * 2 * 3 * D * cache.layers[0][0].keys.element_size()  # layers · (k, v) · batch · d_model
     assert cache.nbytes == 12 * per_position + 5 * per_position  # 12 target positions + 5 memory positions
     torch.testing.assert_close(torch.cat([part1, part2], dim=1), full, **TOL[dtype])
     with pytest.raises(ValueError, match="cache holds 13"):

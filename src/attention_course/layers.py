@@ -1,0 +1,227 @@
+"""Transformer layers: encoder, decoder and the decoder-only block, built from one sublayer pattern (chapters 5, 7).
+
+Every layer is a few *sublayers*, each wrapped in a residual connection and layer normalisation:
+
+* post-LN (``norm_first=False``, the paper): ``x = LN(x + Dropout(f(x)))``;
+* pre-LN (``norm_first=True``): ``x = x + Dropout(f(LN(x)))`` — the residual stream is never normalised, which
+  keeps gradients well-scaled in deep stacks.
+
+The sublayers are attention (chapter 4's :class:`~attention_course.multihead.MultiHeadAttention`) and the
+position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``. Parameter names and the order the
+parameters are created in follow :class:`torch.nn.TransformerEncoderLayer` and :class:`torch.nn.TransformerDecoderLayer`
+(``self_attn``, ``multihead_attn``, ``linear1``, ``linear2``, ``norm1``…), so :mod:`attention_course.interop`
+copies PyTorch's layers with ``load_state_dict``. Masks are boolean, True = may attend, keyword-only
+(:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .multihead import KVCache, MultiHeadAttention, RotaryHook
+
+__all__ = ["Activation", "DecoderOnlyLayer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+
+Activation = str | Callable[[torch.Tensor], torch.Tensor]
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def check_sequence(name: str, x: object, d_model: int, batch_first: bool) -> None:
+    """A layer's input must be a floating-point ``(batch, n, d_model)``/``(n, batch, d_model)`` or ``(n, d_model)``."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
+    layout = "(batch, n, d_model)" if batch_first else "(n, batch, d_model)"
+    if x.ndim not in (2, 3) or x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape {layout} or (n, d_model) with d_model={d_model}, "
+                         f"got {tuple(x.shape)}")
+
+
+class _Layer(nn.Module):
+    """What every layer shares: its constructor (PyTorch's), the feed-forward network, and the residual +
+    LayerNorm wrapper of each sublayer. A subclass names its attention modules in ``_attention_modules``."""
+
+    _attention_modules: tuple[str, ...] = ("self_attn",)
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: Activation = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        num_kv_heads: int | None = None,
+        rotary: RotaryHook | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(activation, str) and activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
+        if not (isinstance(activation, str) or callable(activation)):
+            raise TypeError(f"activation must be 'relu', 'gelu' or a callable, got {type(activation).__name__}")
+        factory = {"device": device, "dtype": dtype}
+        # Attention first, then the feed-forward network and the norms: PyTorch's parameter order, hence the same
+        # random draws at construction. Only self-attention gets grouped-query heads and rotary positions.
+        for name in self._attention_modules:
+            extra = {"num_kv_heads": num_kv_heads, "rotary": rotary} if name == "self_attn" else {}
+            setattr(self, name, MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                   batch_first=batch_first, **extra, **factory))
+        self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
+        self.norm_first = bool(norm_first)
+        count = len(self._attention_modules) + 1
+        for i in range(1, count + 1):
+            setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
+        for i in range(1, count + 1):
+            setattr(self, f"dropout{i}", nn.Dropout(dropout))
+        self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
+        self.d_model, self.batch_first = d_model, bool(batch_first)
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+    def _sublayer(self, i: int, x: torch.Tensor, f: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Sublayer ``i`` (1-based) applied to ``x`` with its residual connection, dropout and LayerNorm."""
+        norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
+        return x + drop(f(norm(x))) if self.norm_first else norm(x + drop(f(x)))
+
+
+def _attend(mha: MultiHeadAttention, x: torch.Tensor, memory: torch.Tensor | None, weights: list | None,
+            **kwargs) -> torch.Tensor:
+    """``mha`` from ``x`` to ``memory`` (``x`` itself when None: self-attention); per-head weights are appended to
+    ``weights`` when it is a list."""
+    kv = x if memory is None else memory
+    out, w = mha(x, kv, kv, need_weights=weights is not None, average_attn_weights=False, **kwargs)
+    if weights is not None:
+        weights.append(w)
+    return out
+
+
+class TransformerEncoderLayer(_Layer):
+    """Self-attention, then the feed-forward network (chapter 5). PyTorch's constructor, and optionally
+    grouped-query attention (``num_kv_heads``) and rotary positions (``rotary``) in the self-attention."""
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        *,
+        src_mask: torch.Tensor | None = None,
+        src_key_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        attn_weights: list[torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        """Encode ``src``: ``(batch, n, d_model)`` if ``batch_first`` else ``(n, batch, d_model)``, or ``(n, d_model)``.
+
+        Args:
+            src_mask: boolean ``(n, n)`` or ``(batch|1, nhead|1, n, n)``, True = may attend.
+            src_key_mask: boolean ``(batch, n)``, True = a real token (PyTorch's ``~src_key_padding_mask``).
+            is_causal: also apply the causal mask (see :meth:`MultiHeadAttention.forward` for its alignment).
+            attn_weights: if a list, the per-head weights ``(batch, nhead, n_q, n_k)`` are appended to it.
+            cache: the self-attention's :class:`~attention_course.multihead.KVCache` (decoding, eval mode).
+
+        Returns:
+            A tensor of ``src``'s shape.
+        """
+        check_sequence("src", src, self.d_model, self.batch_first)
+        x = self._sublayer(1, src, lambda y: _attend(self.self_attn, y, None, attn_weights, attn_mask=src_mask,
+                                                     key_mask=src_key_mask, is_causal=is_causal, cache=cache))
+        return self._sublayer(2, x, self._feed_forward)
+
+
+class DecoderOnlyLayer(TransformerEncoderLayer):
+    """The block of a decoder-only model (GPT, chapter 7): causal self-attention and the feed-forward network.
+
+    An encoder layer whose self-attention is always causal, batch-first, pre-LN with GELU by default (as GPT-2),
+    optionally with grouped-query attention (``num_kv_heads``) and rotary positions (``rotary``).
+    ``forward(x, key_mask=None, cache=None, attn_weights=None)``: ``x`` ``(batch, n, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.0,
+        *,
+        activation: Activation = "gelu",
+        norm_first: bool = True,
+        **options,
+    ) -> None:
+        """``dim_feedforward`` defaults to ``4·d_model``; ``options``: ``layer_norm_eps``, ``bias``, ``device``,
+        ``dtype``, ``num_kv_heads``, ``rotary`` (as :class:`TransformerEncoderLayer`)."""
+        ff = 4 * d_model if dim_feedforward is None else dim_feedforward
+        super().__init__(d_model, nhead, ff, dropout, activation, batch_first=True, norm_first=norm_first, **options)
+
+    def forward(  # type: ignore[override]
+        self,
+        x: torch.Tensor,
+        *,
+        key_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        attn_weights: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        return super().forward(x, src_key_mask=key_mask, is_causal=True, attn_weights=attn_weights, cache=cache)
+
+
+class TransformerDecoderLayer(_Layer):
+    """Causal self-attention, cross-attention to the encoder's output (the *memory*), then the feed-forward network
+    (chapter 5). In the cross-attention the **queries come from the decoder** and the **keys and values from the
+    encoder**. PyTorch's constructor."""
+
+    _attention_modules = ("self_attn", "multihead_attn")
+
+    def forward(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor | None,
+        *,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        tgt_key_mask: torch.Tensor | None = None,
+        memory_key_mask: torch.Tensor | None = None,
+        tgt_is_causal: bool = False,
+        self_weights: list[torch.Tensor] | None = None,
+        cross_weights: list[torch.Tensor] | None = None,
+        cache: tuple[KVCache, KVCache] | None = None,
+    ) -> torch.Tensor:
+        """Decode ``tgt`` ``(batch, n_tgt, d_model)`` (or sequence-first) attending to ``memory`` ``(batch, n_src,
+        d_model)``.
+
+        Args:
+            tgt_mask: boolean ``(n_tgt, n_tgt)`` (or 4-D), True = may attend. memory_mask: ``(n_tgt, n_src)``.
+            tgt_key_mask, memory_key_mask: boolean ``(batch, n_tgt)``, ``(batch, n_src)``; True = real token.
+            tgt_is_causal: apply the causal mask in the self-attention.
+            self_weights, cross_weights: lists to append the per-head weights to.
+            cache: ``(self-attention cache, static cross-attention cache)`` for decoding (eval mode); the memory's
+                keys and values then come from the cache and ``memory`` may be None.
+
+        Returns:
+            A tensor of ``tgt``'s shape.
+        """
+        check_sequence("tgt", tgt, self.d_model, self.batch_first)
+        self_cache, cross_cache = (None, None) if cache is None else cache
+        if cross_cache is None:
+            check_sequence("memory", memory, self.d_model, self.batch_first)
+        x = self._sublayer(1, tgt, lambda y: _attend(self.self_attn, y, None, self_weights, attn_mask=tgt_mask,
+                                                     key_mask=tgt_key_mask, is_causal=tgt_is_causal,
+                                                     cache=self_cache))
+        if cross_cache is None:
+            x = self._sublayer(2, x, lambda y: _attend(self.multihead_attn, y, memory, cross_weights,
+                                                       attn_mask=memory_mask, key_mask=memory_key_mask))
+        else:
+            x = self._sublayer(2, x, lambda y: self.multihead_attn(y, None, None, attn_mask=memory_mask,
+                                                                   key_mask=memory_key_mask, need_weights=False,
+                                                                   cache=cross_cache).output)
+        return self._sublayer(3, x, self._feed_forward)

@@ -1,0 +1,63 @@
+"""circuits.py: the QK and OV circuits of single matrices and of every head of a MultiHeadAttention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attention_course.circuits import head_weights, ov_circuit, qk_circuit
+from attention_course.multihead import MultiHeadAttention
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(sum(shape)))
+
+
+def test_qk_and_ov_circuits_of_matrices_numpy_and_torch():
+    x, w_q, w_k, w_v, w_o = _randn(5, 6), _randn(6, 2), _randn(6, 2), _randn(6, 3), _randn(3, 6)
+    torch.testing.assert_close(x @ qk_circuit(w_q, w_k) @ x.T, (x @ w_q) @ (x @ w_k).T)
+    torch.testing.assert_close(ov_circuit(w_v, w_o), w_v @ w_o)
+    as_numpy = qk_circuit(w_q.numpy(), w_k.numpy())
+    assert isinstance(as_numpy, np.ndarray)
+    np.testing.assert_allclose(as_numpy, (w_q @ w_k.T).numpy(), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="share d_k"):
+        qk_circuit(w_q, _randn(6, 3))
+    with pytest.raises(ValueError, match="share d_v"):
+        ov_circuit(w_v, _randn(4, 6))
+    with pytest.raises(TypeError, match="mix of numpy"):
+        qk_circuit(w_q.numpy(), w_k)
+    with pytest.raises(ValueError, match="stack of matrices"):
+        qk_circuit(_randn(6), w_k)
+    with pytest.raises(TypeError, match="MultiHeadAttention"):
+        head_weights(torch.nn.Linear(2, 2))
+
+
+def test_head_weights_are_column_slices_and_qk_matrices_give_the_scores():
+    torch.manual_seed(23)
+    mha = MultiHeadAttention(12, 3, bias=False, batch_first=True, dtype=torch.float64)
+    hw = head_weights(mha)
+    qk, ov = qk_circuit(hw.w_q, hw.w_k), ov_circuit(hw.w_v, hw.w_o)
+    W_Q = mha.in_proj_weight[:12].T  # the paper's d_model × d_model W^Q
+    for i in range(3):
+        torch.testing.assert_close(hw.w_q[i], W_Q[:, 4 * i : 4 * (i + 1)])
+    x = torch.randn(1, 5, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(24))
+    _, w = mha(x, x, x, average_attn_weights=False)
+    scores = x[0] @ qk @ x[0].T / 2.0  # x W_QK xᵀ / √d_k, d_k = 4
+    torch.testing.assert_close(w[0], torch.softmax(scores, dim=-1))
+    ranks = torch.linalg.matrix_rank(qk)
+    assert ranks.tolist() == [4, 4, 4]
+    out_explicit = sum(torch.softmax(scores[i], -1) @ x[0] @ ov[i] for i in range(3))
+    torch.testing.assert_close(mha(x, x, x)[0][0], out_explicit)
+
+
+def test_products_in_float64_show_the_exact_rank_of_float32_weights():
+    torch.manual_seed(25)
+    mha = MultiHeadAttention(32, 4, num_kv_heads=2)  # float32 parameters
+    assert head_weights(mha).w_q.dtype == torch.float32
+    hw = head_weights(mha, torch.float64)
+    qk, ov = qk_circuit(hw.w_q, hw.w_k), ov_circuit(hw.w_v, hw.w_o)
+    assert qk.dtype == ov.dtype == torch.float64 and qk.shape == ov.shape == (4, 32, 32)
+    assert torch.linalg.matrix_rank(qk).tolist() == [8] * 4 and torch.linalg.matrix_rank(ov).tolist() == [8] * 4
+    hw32 = head_weights(mha)
+    torch.testing.assert_close(qk.float(), qk_circuit(hw32.w_q, hw32.w_k), atol=1e-5, rtol=1e-4)
