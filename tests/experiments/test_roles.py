@@ -1,5 +1,5 @@
 """experiments/roles.py (chapter 3): AttentionAlt and its absorption, cross-attention (against PyTorch's
-``nn.MultiheadAttention``), the QK and OV circuits as the chapter uses them, and the previous-token model."""
+``nn.MultiheadAttention``) and the previous-token model. (The QK and OV circuits: tests/test_circuits.py.)"""
 
 import numpy as np
 import pytest
@@ -8,7 +8,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_course import scaled_dot_product_attention
-from attention_course.circuits import ov_circuit, qk_circuit
 from attention_course.data import previous_token_sampler
 from attention_course.experiments.roles import PreviousTokenModel, absorb_alt_weight, attention_alt, cross_attention
 
@@ -59,21 +58,6 @@ def test_attention_alt_mask_and_errors():
         absorb_alt_weight(np.ones((8, 5)), np.ones((3, 4)), d_k=4)
     with pytest.raises(ValueError, match="d_k must be a positive"):
         absorb_alt_weight(np.ones((8, 5)), np.ones((3, 5)), d_k=0)
-
-
-# --- circuits ---------------------------------------------------------------------------------------------------
-
-def test_qk_and_ov_circuits():
-    x, w_q, w_k = _randn(5, 6), _randn(6, 3, seed=1), _randn(6, 3, seed=2)
-    torch.testing.assert_close(x @ qk_circuit(w_q, w_k) @ x.T, (x @ w_q) @ (x @ w_k).T)
-    w_v, w_o = _randn(6, 3, seed=3), _randn(3, 6, seed=4)
-    torch.testing.assert_close(ov_circuit(w_v, w_o), w_v @ w_o)
-    with pytest.raises(ValueError):
-        qk_circuit(w_q, _randn(6, 2))
-    with pytest.raises(ValueError, match="must share d_v"):
-        ov_circuit(w_v, _randn(4, 6))
-    # numpy in, numpy out, as chapter 3 uses them
-    np.testing.assert_allclose(qk_circuit(w_q.numpy(), w_k.numpy()), (w_q @ w_k.T).numpy())
 
 
 # --- cross-attention ------------------------------------------------------------------------------------------
