@@ -1,0 +1,1 @@
+"""Chapter experiments: training runs, sweeps and races built on the library (which never imports them)."""
