@@ -5,8 +5,11 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
+# The notebooks' cell timeout is execute.timeout in _config.yml, the one place it is set (read when used: `=`).
+CELL_TIMEOUT = $(shell $(BIN)/python tools/refresh_notebooks.py --print-timeout)
 # Machine-specific nbval noise only (see the comments in the file).
-NBVAL_FLAGS := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 -p no:cacheprovider
+NBVAL_FLAGS = --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=$(CELL_TIMEOUT) \
+	-p no:cacheprovider
 
 .PHONY: book test install lint unit nbval site-check reader refresh clean
 
@@ -19,6 +22,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(BIN)/python -c "import attention_course, torch, jupyter_book; print('installed: torch', torch.__version__)"
 	@touch $@
 
+# The site renders the notebooks' saved outputs (_config.yml: execute_notebooks: off); `make test` first proves
+# them current with nbval, and `make refresh` re-executes notebooks to update them.
 book: install
 	$(BIN)/jupyter-book build . --all
 	@echo
@@ -33,6 +38,7 @@ unit: install
 nbval: install
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS)
 
+# In `make test` this runs after nbval has checked the saved outputs the site renders.
 site-check: install
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
 	$(BIN)/python tools/check_site.py _build/html

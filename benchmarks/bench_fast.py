@@ -4,15 +4,19 @@ Three measurements, the runnable versions of the chapter's sections 6.1, 6.3 and
 
 * ``quadratic`` — time and peak memory of the package's naive attention (``scaled_dot_product_attention``, which
   stores the n × n scores and weights) for a range of n, with log–log fits of the growth;
-* ``memory``    — peak memory of naive vs tiled attention (``attention_course.fast.tiled_attention``) vs n;
+* ``memory``    — peak memory of naive vs tiled attention (``attention_course.tiled.tiled_attention``) vs n;
 * ``compare``   — naive, tiled and ``F.scaled_dot_product_attention`` timed *interleaved* in one process, with
   their outputs checked equal first. On CUDA the fused call is also pinned to each backend (FlashAttention,
   memory-efficient, cuDNN), and the achieved TFLOP/s are compared with the device's 16-bit peak.
 
 Peak memory is measured, not estimated: on the CPU by replaying the allocator's allocation/free stream that the
-PyTorch profiler records (``attention_course.fast.peak_memory_bytes``), on CUDA with
-``torch.cuda.max_memory_allocated``. CPU timings use one thread by default (``--threads``): it compares the
-algorithms per core and is far less disturbed by other processes.
+PyTorch profiler records (``attention_course.measure.peak_memory_bytes``), on CUDA with
+``torch.cuda.max_memory_allocated``. Timings are ``attention_course.measure.time_interleaved``; CPU timings use
+one thread by default (``--threads``): it compares the algorithms per core and is far less disturbed by other
+processes. The race itself is chapter 6's experiment, ``attention_course.experiments.at_scale``.
+
+The results, with their provenance (date, command, machine, threads, versions, commit), are written as JSON to
+``benchmarks/results/bench_fast.json`` (``--out`` to write elsewhere).
 
 Usage:  python benchmarks/bench_fast.py                          (all three, CPU, float32)
         python benchmarks/bench_fast.py quadratic --ns 256,512,1024,2048,4096,8192
@@ -23,20 +27,24 @@ Usage:  python benchmarks/bench_fast.py                          (all three, CPU
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from attention_course import scaled_dot_product_attention
-from attention_course.fast import (
-    compare_implementations,
+from attention_course.experiments.at_scale import compare_implementations
+from attention_course.measure import (
+    device_name,
     device_peak_tflops,
     peak_memory_bytes,
-    tiled_attention,
     time_interleaved,
+    write_results,
 )
+from attention_course.tiled import tiled_attention
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_fast.json"
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -51,7 +59,7 @@ def _slope(ns, ys) -> float:
     return float(np.polyfit(np.log(ns), np.log(ys), 1)[0])
 
 
-def quadratic(ns: list[int], d: int, reps: int, threads: int) -> None:
+def quadratic(ns: list[int], d: int, reps: int, threads: int) -> dict[str, object]:
     print(f"== naive attention (package), batch 1, 1 head, d = {d}, float32, CPU, {threads} thread(s)")
     print(f"{'n':>6} {'time (ms)':>10} {'peak (MiB)':>11} {'peak / (4 n^2 bytes)':>21}")
     times, peaks = [], []
@@ -64,11 +72,13 @@ def quadratic(ns: list[int], d: int, reps: int, threads: int) -> None:
         peaks.append(peak)
         print(f"{n:>6} {1e3 * times[-1]:>10.1f} {peak / 2**20:>11.1f} {peak / (4 * n * n):>21.2f}")
     big = [i for i, n in enumerate(ns) if n >= 1024] or list(range(len(ns)))
-    print(f"growth exponents (log-log slope): time {_slope([ns[i] for i in big], [times[i] for i in big]):.2f} "
-          f"(n >= 1024), peak memory {_slope(ns, peaks):.2f}")
+    time_slope, memory_slope = _slope([ns[i] for i in big], [times[i] for i in big]), _slope(ns, peaks)
+    print(f"growth exponents (log-log slope): time {time_slope:.2f} (n >= 1024), peak memory {memory_slope:.2f}")
+    return {"n": ns, "median_s": times, "peak_bytes": peaks, "time_exponent": time_slope,
+            "memory_exponent": memory_slope}
 
 
-def memory(ns: list[int], d: int, block: int) -> None:
+def memory(ns: list[int], d: int, block: int) -> dict[str, object]:
     print(f"== peak memory, naive vs tiled (blocks {block} x {block}), batch 1, 1 head, d = {d}, float32, CPU")
     print(f"{'n':>6} {'naive (MiB)':>12} {'tiled (MiB)':>12} {'naive / tiled':>14}")
     naive, tiled = [], []
@@ -79,18 +89,20 @@ def memory(ns: list[int], d: int, block: int) -> None:
         print(f"{n:>6} {naive[-1] / 2**20:>12.2f} {tiled[-1] / 2**20:>12.2f} {naive[-1] / tiled[-1]:>14.1f}")
     print(f"growth exponents: naive {_slope(ns, naive):.2f}, tiled {_slope(ns, tiled):.2f} "
           f"(tiled: a constant tile cost plus the n·d output, so its slope tends to 1)")
+    return {"n": ns, "naive_peak_bytes": naive, "tiled_peak_bytes": tiled, "naive_exponent": _slope(ns, naive),
+            "tiled_exponent": _slope(ns, tiled)}
 
 
 def compare(device: str, dtype: torch.dtype, batch: int, heads: int, n: int, d: int, block: int, reps: int,
             causal: bool, threads: int) -> dict[str, dict[str, float]]:
     q, k, v = _inputs(batch, heads, n, d, dtype, device)
     res = compare_implementations(q, k, v, causal=causal, block=block, reps=reps, warmup=2, num_threads=threads)
-    # the same numbers first (the tolerances of tests/test_fast.py: float32 1e-5, 16-bit 1.6e-2)
+    # the same numbers first (the tolerances of tests/test_tiled.py: float32 1e-5, 16-bit 1.6e-2)
     tol = 1e-5 if dtype in (torch.float32, torch.float64) else 2e-2
     bad = {name: r["max_abs_err"] for name, r in res.items() if not r["max_abs_err"] <= tol}
     if bad:
         raise AssertionError(f"outputs differ from naive attention by more than {tol}: {bad}")
-    where = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()}, {threads} thread(s))"
+    where = device_name(device) + ("" if device == "cuda" else f", {threads} thread(s)")
     peak_tf = device_peak_tflops(where) if device == "cuda" else None
     print(f"== {where}, torch {torch.__version__}: batch {batch}, heads {heads}, n {n}, d {d}, {dtype}, "
           f"{'causal' if causal else 'no mask'}, tiles {block} x {block}, {reps} interleaved reps")
@@ -120,18 +132,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--n", type=int, default=2048, help="sequence length for compare")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = p.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",")]
     block = args.block or (128 if args.device == "cuda" else 512)
     dtype = DTYPES[args.dtype or ("bfloat16" if args.device == "cuda" else "float32")]
     torch.manual_seed(0)
+    results: dict[str, object] = {}
     if args.what in ("all", "quadratic"):
-        quadratic(ns, args.d, args.reps, args.threads)
+        results["quadratic"] = quadratic(ns, args.d, args.reps, args.threads)
     if args.what in ("all", "memory"):
-        memory(ns, args.d, block)
+        results["memory"] = memory(ns, args.d, block)
     if args.what in ("all", "compare"):
-        compare(args.device, dtype, args.batch, args.heads, args.n, args.d, block, args.reps, args.causal,
-                args.threads)
+        results["compare"] = compare(args.device, dtype, args.batch, args.heads, args.n, args.d, block, args.reps,
+                                     args.causal, args.threads)
+    settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "block_used": block, "dtype_used": str(dtype)}
+    print(f"results written to {write_results(args.out, results, settings, device=args.device)}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Train the package's Transformer and torch.nn.Transformer side by side and compare their speed (chapter 5).
 
-Both models have the same configuration and identical initial weights (``Transformer.from_torch``), get the same
+Both models have the same configuration and identical initial weights (``interop.from_torch``), get the same
 batches (random source and target embeddings, padding masks on both sides, the causal mask on the target) and
 the same optimiser (Adam), and take training steps *interleaved* in one process — A, B, B, A, A, B, … — so that
-a change in the machine's load hits both alike. Before timing, the script checks that one step of each gives
-the same loss. It prints each model's median throughput in tokens per second (source + target tokens) and the
-median over steps of speed(package) / speed(PyTorch): above 1 means the package is faster.
+a change in the machine's load hits both alike (``attention_course.measure.time_interleaved``). Before timing,
+the script checks that both models give the same output. It prints each model's median throughput in tokens per
+second (source + target tokens) and the median over steps of speed(package) / speed(PyTorch): above 1 means the
+package is faster. The results, with their provenance (date, command, machine, threads, versions, commit), are
+written as JSON to ``benchmarks/results/bench_transformer.json`` (``--out`` to write elsewhere).
 
 The package's model runs attention through PyTorch's fused ``F.scaled_dot_product_attention``
 (``need_weights=False``), its masks in the package convention (True = may attend).
@@ -17,15 +19,18 @@ Usage:  python benchmarks/bench_transformer.py                 (d_model 128, 4 h
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
-import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from attention_course.transformer import Transformer
 from torch import nn
+
+from attention_course.interop import from_torch
+from attention_course.measure import cpu_threads, time_interleaved, write_results
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_transformer.json"
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -39,18 +44,17 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--steps", type=int, default=40, help="timed training steps of each model")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: PyTorch's choice)")
+    p.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads (default: PyTorch's choice)")
     p.add_argument("--norm-first", action="store_true", help="pre-LN layers")
+    p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")  # nested-tensor / mask-type notices
     torch.manual_seed(0)
     cfg = dict(d_model=args.d_model, nhead=args.heads, num_encoder_layers=args.layers,
                num_decoder_layers=args.layers, dim_feedforward=args.ff, dropout=args.dropout, batch_first=True,
                norm_first=args.norm_first)
     ref = nn.Transformer(**cfg)
-    ours = Transformer.from_torch(ref)
+    ours = from_torch(ref)
     opt_ref = torch.optim.Adam(ref.parameters(), lr=1e-4)
     opt_ours = torch.optim.Adam(ours.parameters(), lr=1e-4)
 
@@ -94,32 +98,29 @@ def main(argv: list[str] | None = None) -> float:
     ours.train()
 
     tokens = 2 * b * n
-    for _ in range(args.warmup):
-        step_ref()
-        step_ours()
-    t_ref, t_ours, ratios = [], [], []
-    for rep in range(args.steps):
-        order = [("ref", step_ref), ("ours", step_ours)]
-        if rep % 2:
-            order.reverse()
-        times = {}
-        for name, fn in order:
-            start = time.perf_counter()
-            fn()
-            times[name] = time.perf_counter() - start
-        t_ref.append(times["ref"])
-        t_ours.append(times["ours"])
-        ratios.append(times["ref"] / times["ours"])  # = speed(ours) / speed(ref)
-
+    with cpu_threads(args.threads):
+        threads = torch.get_num_threads()
+        times = time_interleaved({"nn.Transformer": step_ref, "Transformer": step_ours}, reps=args.steps,
+                                 warmup=args.warmup)
+    t_ref, t_ours = times["nn.Transformer"], times["Transformer"]
+    ratios = [a / c for a, c in zip(t_ref, t_ours, strict=True)]  # = speed(ours) / speed(ref), per step pair
     ratio = statistics.median(ratios)
-    print(f"machine: {platform.machine()} {platform.processor() or ''}".rstrip()
-          + f", torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"config: d_model {d}, heads {args.heads}, {args.layers}+{args.layers} layers, d_ff {args.ff}, "
           f"dropout {args.dropout}, {'pre' if args.norm_first else 'post'}-LN, batch {b}, n_src = n_tgt = {n}, "
-          f"float32, padding + causal masks, Adam, {args.steps} interleaved training steps each")
+          f"float32, padding + causal masks, Adam, {args.steps} interleaved training steps each, "
+          f"{threads} thread(s)")
     print(f"nn.Transformer : median {tokens / statistics.median(t_ref):9.0f} tokens/s")
     print(f"Transformer    : median {tokens / statistics.median(t_ours):9.0f} tokens/s")
     print(f"median ratio (package speed / PyTorch speed): {ratio:.3f}  (target >= 1.0)")
+    results = {
+        "median_ratio_package_speed_over_torch": ratio,
+        "torch_median_tokens_per_s": tokens / statistics.median(t_ref),
+        "package_median_tokens_per_s": tokens / statistics.median(t_ours),
+        "ratios": ratios,
+    }
+    settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads,
+                "dtype": "float32", "tokens_per_step": tokens}
+    print(f"results written to {write_results(args.out, results, settings)}")
     return ratio
 
 

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 MAX_CODE_LINE = 88  # what the site's code column shows without a scrollbar (see _ext/static/course.css)
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"]  # the one place the repository's address is set
+# How the repository is named where it is installed or cloned: pip's "git+<url>.git" and "git clone <url>.git".
+REPO_MENTION = re.compile(r"git\+(https?://[^\s\"'`)]+?)\.git\b|git clone (https?://[^\s\"'`)]+?)(?:\.git)?(?=[\s`]|$)")
 
 
 def _toc_files() -> set[str]:
@@ -49,7 +56,58 @@ def test_notebook_house_rules(path):
             assert re.search(r"#.*(vary|varies|timing|time|device)", cell.source, re.I), (
                 f"code cell {i} ignores its output without a comment saying why"
             )
+            # nbval does not compare it, and the site renders the saved outputs: they must be there
+            assert cell.outputs, f"code cell {i} ignores its output but has none saved (refresh it)"
+        # nbval never compares image/png (only a figure's text repr), and the site renders the saved outputs:
+        # a figure saved without its image would show as "<Figure ...>" text on the site.
+        for out in cell.outputs:
+            data = out.get("data", {})
+            if str(data.get("text/plain", "")).startswith("<Figure"):
+                assert "image/png" in data, f"code cell {i} has a figure saved without its image (refresh it)"
     # every figure reference points at a named figure in this notebook or another chapter
     names = {c.metadata.get("mystnb", {}).get("figure", {}).get("name") for c in code} - {None}
     refs = set(re.findall(r"\{numref\}`([^`<]+)`", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")))
     assert refs <= names, f"figure references without a named figure: {sorted(refs - names)}"
+
+
+def test_setup_cells_install_from_the_configured_repository():
+    """Every setup cell's REPO is pip's "git+<url>.git" of _config.yml's repository.url, and nothing else."""
+    expected = f'REPO = "git+{REPO_URL}.git"'
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        setup = next(c.source for c in nb.cells if c.cell_type == "code" and c.source.strip())
+        assert setup.count(expected) == 1, f"{path.name}: setup cell does not say {expected}"
+        for cell in nb.cells:
+            urls = {a or b for a, b in REPO_MENTION.findall(cell.source)}
+            assert urls <= {REPO_URL}, f"{path.name}: names another repository {sorted(urls - {REPO_URL})}"
+
+
+@pytest.mark.parametrize("name", ["README.md", "book/running.md"])
+def test_docs_name_the_configured_repository(name):
+    text = (ROOT / name).read_text()
+    urls = [a or b for a, b in REPO_MENTION.findall(text)]
+    assert urls, f"{name} no longer says where the course is installed or cloned from"
+    assert set(urls) == {REPO_URL}, f"{name} names {sorted(set(urls))}, _config.yml says {REPO_URL}"
+
+
+def test_version_is_single_sourced():
+    """pyproject.toml holds the version; the package reads it from the installed metadata."""
+    import attention_course
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert attention_course.__version__ == version
+    init = (ROOT / "src" / "attention_course" / "__init__.py").read_text()
+    assert version not in init, "__init__.py repeats the version instead of reading it"
+
+
+def test_cell_timeout_is_single_sourced():
+    """_config.yml's execute.timeout is the notebooks' cell timeout: the Makefile (nbval) and the refresh tool
+    read it rather than repeat it."""
+    timeout = CONFIG["execute"]["timeout"]
+    assert isinstance(timeout, int) and timeout > 0
+    makefile = (ROOT / "Makefile").read_text()
+    assert not re.search(r"--nbval-cell-timeout=\d", makefile), "the Makefile repeats the cell timeout"
+    assert "--nbval-cell-timeout=$(CELL_TIMEOUT)" in makefile
+    got = subprocess.run([sys.executable, str(ROOT / "tools" / "refresh_notebooks.py"), "--print-timeout"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert got == str(timeout)

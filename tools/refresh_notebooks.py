@@ -3,7 +3,11 @@
 Usage: python tools/refresh_notebooks.py book/01_soft_lookup.ipynb [more.ipynb ...]   (or: make refresh NB=...)
 
 Unlike `jupyter execute --inplace`, this writes no per-cell timing metadata, so a refresh changes a notebook's
-file only where its outputs changed. nbval (in `make test`) then checks that a fresh run reproduces them.
+file only where its outputs changed. nbval (in `make test`) then checks that a fresh run reproduces them, and
+the site renders them.
+
+The cell timeout is `execute.timeout` in `_config.yml`, the one place it is set; `--print-timeout` prints it
+for the Makefile, which passes it to nbval.
 """
 
 from __future__ import annotations
@@ -14,10 +18,21 @@ import time
 from pathlib import Path
 
 import nbformat
+import yaml
 from nbclient import NotebookClient
 
+CONFIG = Path(__file__).resolve().parents[1] / "_config.yml"
 
-def refresh(path: Path, timeout: int = 900) -> float:
+
+def cell_timeout(config: Path = CONFIG) -> int:
+    """Seconds a notebook cell may run: ``execute.timeout`` in the book's ``_config.yml``."""
+    timeout = yaml.safe_load(config.read_text())["execute"]["timeout"]
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
+        raise ValueError(f"execute.timeout in {config} must be a positive integer (seconds), got {timeout!r}")
+    return timeout
+
+
+def refresh(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
@@ -37,11 +52,18 @@ def refresh(path: Path, timeout: int = 900) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--timeout", type=int, default=None, help="seconds per cell (default: _config.yml's)")
+    parser.add_argument("--print-timeout", action="store_true", help="print _config.yml's cell timeout and exit")
     args = parser.parse_args(argv)
+    if args.print_timeout:
+        print(cell_timeout())
+        return 0
+    if not args.notebooks:
+        parser.error("name at least one notebook")
+    timeout = cell_timeout() if args.timeout is None else args.timeout
     for path in args.notebooks:
-        print(f"{path}: executed in {refresh(path, args.timeout):.1f} s", flush=True)
+        print(f"{path}: executed in {refresh(path, timeout):.1f} s", flush=True)
     return 0
 
 

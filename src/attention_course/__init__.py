@@ -6,6 +6,8 @@ Every reusable piece the book builds lives here, one module per idea; the chapte
 
 from __future__ import annotations
 
+import importlib.metadata
+
 from .attention import (
     attention_entropy,
     attention_per_query,
@@ -14,12 +16,12 @@ from .attention import (
     softmax,
 )
 from .device import get_device, seed_everything
-from .fast import online_softmax, tiled_attention
 from .multihead import MultiHeadAttention
 from .plots import PALETTE, attention_heatmap, use_style
 from .seq2seq import Seq2SeqTransformer, Transformer, greedy_decode
+from .tiled import online_softmax, tiled_attention
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("attention-course")  # the one copy is pyproject.toml's
 
 __all__ = [
     "MultiHeadAttention",

@@ -1,16 +1,38 @@
-"""Measuring what the chapters claim about cost: CPU thread control first; timing, memory and FLOPs join it.
+"""Measuring what the chapters claim about cost: thread control, interleaved timing, peak memory, FLOPs.
 
-One copy of each measurement, used by the benchmarks, the experiments and the notebooks.
+One copy of each measurement, used by the benchmarks, the experiments and the notebooks (chapter 6 introduces
+them): :func:`cpu_threads` (the one place that sets PyTorch's CPU threads), :func:`time_interleaved`,
+:func:`peak_memory_bytes`, :func:`attention_flops` with :func:`device_peak_tflops`, and :func:`provenance` /
+:func:`write_results`, with which the benchmarks record where, when and with what their numbers were made.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import torch
 
-__all__ = ["cpu_threads"]
+__all__ = [
+    "PEAK_TFLOPS_16BIT",
+    "attention_flops",
+    "cpu_threads",
+    "device_name",
+    "device_peak_tflops",
+    "peak_memory_bytes",
+    "provenance",
+    "time_interleaved",
+    "write_results",
+]
 
 
 @contextlib.contextmanager
@@ -33,3 +55,259 @@ def cpu_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null for the enclosed block (C++ libraries write there directly, so
+    redirecting ``sys.stderr`` is not enough; a notebook would otherwise show their timestamped log lines)."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cpu") -> int:
+    """Peak bytes of tensor memory that ``fn()`` allocates on ``device`` above what was live when it started.
+
+    Chapter 6. On the CPU, PyTorch's allocator reports every allocation and free to the profiler when
+    ``profile_memory=True``; this replays that stream in time order and returns the highest running total (exact,
+    allocation by allocation; ``tracemalloc`` cannot see these allocations, which bypass Python's allocator).
+    On CUDA it uses ``torch.cuda.max_memory_allocated`` after resetting the peak. Outputs of ``fn`` count
+    (they are allocated during the call); its inputs, allocated before, do not.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - before
+        del result
+        return int(peak)
+    if device.type != "cpu":
+        raise ValueError(f"peak_memory_bytes measures 'cpu' or 'cuda', got {device}")
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
+        prof.start()
+    try:
+        result = fn()
+        del result
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    records = []
+    for e in prof.profiler.kineto_results.events():
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU:
+            records.append((e.start_ns(), e.nbytes()))
+    records.sort(key=lambda r: r[0])  # stable: same-time records keep their order
+    current = peak = 0
+    for _, nbytes in records:
+        current += nbytes
+        peak = max(peak, current)
+    return int(peak)
+
+
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], object]],
+    reps: int = 5,
+    warmup: int = 1,
+    device: str | torch.device | None = None,
+    num_threads: int | None = None,
+) -> dict[str, list[float]]:
+    """Seconds per call of each function, measured *interleaved*: every repetition runs all of them, in an order
+    that rotates from one repetition to the next, so a change in the machine's load hits all alike (chapter 6).
+
+    Args:
+        fns: name → a function of no arguments.
+        reps: timed repetitions of each; warmup: untimed calls of each first.
+        device: synchronise this CUDA device around every call (None or a CPU device: no synchronisation).
+        num_threads: run with this many PyTorch CPU threads (:func:`cpu_threads`), then restore the previous
+            setting. One thread compares algorithms per core and is far less disturbed by other processes on a
+            busy machine, whose competition for cores can slow a multi-threaded loop of small operations tenfold.
+
+    Returns:
+        name → the ``reps`` times in seconds, in repetition order (take the median; entry ``r`` of every name
+        comes from the same repetition, so per-repetition ratios compare calls made moments apart).
+
+    Raises:
+        ValueError: ``fns`` empty, ``reps`` not a positive integer, ``warmup`` not a non-negative integer, or a
+            bad ``num_threads`` (as :func:`cpu_threads`).
+        TypeError: a value of ``fns`` that is not callable.
+    """
+    if not fns:
+        raise ValueError("fns must name at least one function, got an empty mapping")
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise TypeError(f"fns[{name!r}] must be a function of no arguments, got {type(fn).__name__}")
+    if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+        raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    dev = None if device is None else torch.device(device)
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with cpu_threads(num_threads):
+        for _ in range(warmup):
+            for name in names:
+                fns[name]()
+        _sync(dev)
+        for rep in range(reps):
+            order = names[rep % len(names) :] + names[: rep % len(names)]
+            for name in order:
+                _sync(dev)
+                start = time.perf_counter()
+                fns[name]()
+                _sync(dev)
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def attention_flops(
+    batch: int, n_q: int, n_k: int, d_k: int, d_v: int | None = None, *, causal: bool = False
+) -> int:
+    """Floating-point operations of one attention forward pass: ``2·d_k`` per score (multiply-add) and ``2·d_v``
+    per weighted value, over the (query, key) pairs that are computed — all ``n_q·n_k`` of them, or the
+    ``Σ_i min(i+1, n_k)`` pairs a causal mask allows. ``batch`` counts batch × heads. Softmax and rescaling are
+    not counted (the usual convention, e.g. FlashAttention's benchmarks, which use ``4·n²·d`` and its half for
+    causal)."""
+    d_v = d_k if d_v is None else d_v
+    if causal:
+        full = min(n_q, n_k)
+        pairs = full * (full + 1) // 2 + max(0, n_q - n_k) * n_k
+    else:
+        pairs = n_q * n_k
+    return int(batch * pairs * 2 * (d_k + d_v))
+
+
+#: Dense (no sparsity) bf16/fp16 tensor-core peaks in TFLOP/s from the vendors' data sheets, matched against
+#: ``torch.cuda.get_device_name()`` (more specific names first).
+PEAK_TFLOPS_16BIT: dict[str, float] = {
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.4,  # SXM
+    "H200": 989.4,
+    "H800": 989.4,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10G": 70.0,
+    "A10": 125.0,
+    "RTX 4090": 165.2,
+    "T4": 65.0,
+    "V100": 125.0,
+}
+
+
+def device_peak_tflops(name: str) -> float | None:
+    """The dense 16-bit tensor-core peak (TFLOP/s) of a GPU from its name (``torch.cuda.get_device_name()``), or
+    None when the table :data:`PEAK_TFLOPS_16BIT` does not know it."""
+    for key, value in PEAK_TFLOPS_16BIT.items():
+        if key.lower() in name.lower():
+            return value
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Provenance: where, when and with what a measurement was made
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def device_name(device: str | torch.device = "cpu") -> str:
+    """A readable name of the device measurements ran on: the GPU's name for CUDA, the CPU's model otherwise
+    (from ``/proc/cpuinfo`` where there is one, else :func:`platform.processor`), with the architecture."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    model = model or platform.processor()
+    return f"{device.type}: {model} ({platform.machine()})" if model else f"{device.type} ({platform.machine()})"
+
+
+def _git_commit(where: Path) -> str | None:
+    """The commit checked out at ``where`` (with ``+dirty`` when files differ from it), or None outside git."""
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(
+                ["git", "-C", str(where), *args], capture_output=True, text=True, check=True, timeout=10
+            ).stdout.strip()
+
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}+dirty" if dirty else commit
+
+
+def provenance(device: str | torch.device = "cpu") -> dict[str, object]:
+    """Where, when and with what a measurement is being made, as a JSON-ready dict.
+
+    Keys: ``date`` (UTC, ISO 8601), ``command`` (this process's command line), ``device`` (:func:`device_name`),
+    ``cpu_count`` (logical CPUs), ``torch_threads`` (PyTorch's current CPU threads), ``python``, ``torch``,
+    ``platform``, and ``git_commit`` of the package's checkout (``+dirty`` if it has uncommitted changes; None
+    when the package is not in a git checkout).
+    """
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "device": device_name(device),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "git_commit": _git_commit(Path(__file__).resolve().parent),
+    }
+
+
+def write_results(
+    path: str | os.PathLike,
+    results: Mapping[str, object],
+    settings: Mapping[str, object],
+    device: str | torch.device = "cpu",
+) -> Path:
+    """Write a benchmark's results as JSON: ``{"provenance": ..., "settings": ..., "results": ...}``.
+
+    Args:
+        path: the file to write (its folder is created), e.g. ``benchmarks/results/bench_mha.json``.
+        results: what was measured (JSON-serialisable: numbers, strings, lists, dicts).
+        settings: the sizes and options it was measured with (repetitions, threads, shapes, dtype, ...).
+        device: where it ran, for :func:`provenance`.
+
+    Returns:
+        The path written.
+
+    Raises:
+        TypeError: ``results`` or ``settings`` is not a mapping, or holds something JSON cannot store.
+    """
+    for name, value in (("results", results), ("settings", settings)):
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{name} must be a mapping (name → value), got {type(value).__name__}")
+    record = {"provenance": provenance(device), "settings": dict(settings), "results": dict(results)}
+    try:
+        text = json.dumps(record, indent=2, allow_nan=True) + "\n"
+    except TypeError as err:
+        raise TypeError(f"results and settings must be JSON-serialisable: {err}") from None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -13,6 +13,7 @@ import sys
 
 import nbformat
 import pytest
+import yaml
 from nbclient import NotebookClient
 
 from .conftest import ROOT
@@ -20,6 +21,7 @@ from .conftest import ROOT
 pytestmark = pytest.mark.reader
 
 NOTEBOOK = ROOT / "book" / "01_soft_lookup.ipynb"
+CELL_TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]  # the one setting
 COLAB_STACK = ["torch", "numpy", "sympy", "matplotlib", "tqdm", "ipykernel"]
 
 
@@ -61,7 +63,7 @@ def test_notebook_installs_the_package_in_a_bare_kernel(tmp_path):
     os.environ["ATTENTION_COURSE_SOURCE"] = str(ROOT)  # the setup cell's install source: this checkout
     os.environ.pop("PYTHONPATH", None)
     try:
-        NotebookClient(nb, kernel_name="colab-like", timeout=600, record_timing=False,
+        NotebookClient(nb, kernel_name="colab-like", timeout=CELL_TIMEOUT, record_timing=False,
                        resources={"metadata": {"path": str(work)}}).execute()
     finally:
         for k, v in env_before.items():

@@ -1,4 +1,4 @@
-"""Attention at scale: online softmax, tiled (FlashAttention-style) attention and their measurement (chapter 6).
+"""Tiled attention (chapter 6): the online softmax, the exact merge of its states, and attention tile by tile.
 
 Notation (the paper's, row vectors): queries ``q`` have shape ``(..., n_q, d_k)``, keys ``k`` ``(..., n_k, d_k)``,
 values ``v`` ``(..., n_k, d_v)``; scores ``s = q kᵀ · scale`` would be ``(..., n_q, n_k)``, but nothing here
@@ -19,43 +19,36 @@ blocks of keys, keeping only one query block's state: the memory beyond inputs a
 
 Masks follow the package: boolean, broadcastable to ``(..., n_q, n_k)``, **True = may attend**; a fully masked
 query row gives a zero output (and a log-sum-exp of ``-inf``), never NaN, as in
-:func:`attention_course.scaled_dot_product_attention`.
+:func:`attention_course.scaled_dot_product_attention`. ``causal=True`` is the *upper-left* causal mask
+(query ``i`` sees keys ``j ≤ i``, PyTorch's ``is_causal``), each tile of it cut by :func:`masks.causal_block`.
+Timing and memory measurement live in :mod:`attention_course.measure`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import statistics
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from ._checks import ArrayLike, check_bool_mask, same_kind, to_output, to_torch
-from .attention import _validate, scaled_dot_product_attention
+from .attention import _validate
+from .masks import causal_block
 
 __all__ = [
     "SoftmaxState",
     "TileStep",
-    "attention_flops",
-    "attention_implementations",
-    "compare_implementations",
-    "device_peak_tflops",
+    "TiledOutput",
     "empty_state",
     "merge_states",
     "online_softmax",
-    "peak_memory_bytes",
     "softmax_state",
     "state_logsumexp",
     "state_output",
     "tiled_attention",
     "tiled_attention_steps",
-    "time_interleaved",
 ]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -202,7 +195,7 @@ def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, 
     t = to_torch("x", x)
     if t.ndim == 0:
         raise ValueError("online_softmax needs at least one dimension, got a scalar (shape ())")
-    if not isinstance(block_size, int) or block_size < 1:
+    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     dtype = t.dtype
     work = t.float() if dtype in _LOW_PRECISION else t
@@ -225,6 +218,18 @@ def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, 
 # ---------------------------------------------------------------------------------------------------------------
 # Tiled attention
 # ---------------------------------------------------------------------------------------------------------------
+
+
+class TiledOutput(NamedTuple):
+    """What :func:`tiled_attention` returns; unpacks as ``out, lse = tiled_attention(...)``.
+
+    Attributes:
+        output: ``(..., n_q, d_v)``, the attention output.
+        lse: ``(..., n_q)``, each row's log-sum-exp of its visible scores (``-inf`` for a fully masked row).
+    """
+
+    output: ArrayLike
+    lse: ArrayLike
 
 
 @dataclass(frozen=True)
@@ -276,7 +281,7 @@ def _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k) -> Iterator[Til
         i1 = min(i0 + block_q, n_q)
         q_blk = qt[..., i0:i1, :] * scale  # scaling one query block costs block_q · d_k, not n · d_k
         state = empty_state((*batch, i1 - i0), d_v, dtype=qt.dtype, device=qt.device)
-        # causal (top-left aligned, as torch's is_causal): query i sees keys j <= i, so key blocks at or past
+        # causal (upper-left aligned, as torch's is_causal): query i sees keys j <= i, so key blocks at or past
         # i1 are entirely masked and are skipped — about half the tiles of a square problem.
         k_end = min(n_k, i1) if causal else n_k
         for j0 in range(0, k_end, block_k):
@@ -285,10 +290,10 @@ def _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k) -> Iterator[Til
             allowed = None
             if mt is not None:
                 allowed = mt[..., i0:i1, j0:j1]
-            if causal and j1 - 1 > i0:  # this tile crosses the diagonal
-                rows = torch.arange(i0, i1, device=s.device).unsqueeze(-1)
-                cols = torch.arange(j0, j1, device=s.device)
-                tri = rows >= cols
+            if causal and j1 - 1 > i0:  # this tile crosses the diagonal: cut it by the positions it covers
+                tri = causal_block(
+                    torch.arange(i0, i1, device=s.device), torch.arange(j0, j1, device=s.device)
+                )
                 allowed = tri if allowed is None else allowed & tri
             if allowed is not None:
                 s = s.masked_fill(~allowed, -math.inf)
@@ -314,7 +319,7 @@ def tiled_attention(
     causal: bool = False,
     block_q: int = 128,
     block_k: int = 128,
-) -> tuple[ArrayLike, ArrayLike]:
+) -> TiledOutput:
     r"""Attention(Q, K, V) = softmax(Q Kᵀ · scale) V computed tile by tile, never storing the n_q × n_k matrix.
 
     Chapter 6; the forward pass of FlashAttention (Dao et al., 2022) written with PyTorch operations. For each
@@ -328,15 +333,18 @@ def tiled_attention(
         mask: optional boolean, broadcastable to ``(..., n_q, n_k)``, True = may attend (each tile reads its
             slice; pass ``causal=True`` instead of a materialised causal mask to keep memory linear).
         scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
-        causal: query ``i`` attends to keys ``j ≤ i`` (top-left aligned, as PyTorch's ``is_causal``); key
-            blocks entirely above the diagonal are skipped. Combined with ``mask`` by logical and.
+        causal: the upper-left aligned causal mask (``masks.causal_mask(n_q, n_k, alignment="upper_left")``,
+            PyTorch's ``is_causal``): query ``i`` attends to keys ``j ≤ i``, whatever ``n_k``; key blocks
+            entirely above the diagonal are skipped. Combined with ``mask`` by logical and. For new queries
+            after cached keys (lower-right), pass ``mask=masks.causal_mask(n_q, n_k, alignment="lower_right")``.
         block_q, block_k: tile sizes; any positive integers (the last tile of a row or column may be smaller).
 
     Returns:
-        ``(output, lse)``: output ``(..., n_q, d_v)`` and the row log-sum-exp ``(..., n_q)`` of the visible
-        scores, of the inputs' kind. The weights are not returned (they would be the n_q × n_k matrix this
-        function avoids); any of them is :math:`e^{s_{ij} - \mathrm{lse}_i}`. A fully masked row gives a zero
-        output and ``lse = -inf``. float16/bfloat16 inputs are computed in float32 and returned in their dtype.
+        :class:`TiledOutput` ``(output, lse)``: output ``(..., n_q, d_v)`` and the row log-sum-exp ``(..., n_q)``
+        of the visible scores, of the inputs' kind. The weights are not returned (they would be the n_q × n_k
+        matrix this function avoids); any of them is :math:`e^{s_{ij} - \mathrm{lse}_i}`. A fully masked row
+        gives a zero output and ``lse = -inf``. float16/bfloat16 inputs are computed in float32 and returned in
+        their dtype.
 
     Raises:
         TypeError / ValueError: as :func:`attention_course.scaled_dot_product_attention`, and for block sizes that
@@ -353,7 +361,7 @@ def tiled_attention(
         last = step
     if last is not None:
         _write(out, lse, last)
-    return to_output(out.to(dtype), as_numpy), to_output(lse.to(dtype), as_numpy)
+    return TiledOutput(to_output(out.to(dtype), as_numpy), to_output(lse.to(dtype), as_numpy))
 
 
 def _write(out: torch.Tensor, lse: torch.Tensor, step: TileStep) -> None:
@@ -380,262 +388,3 @@ def tiled_attention_steps(
     """
     _, _, qt, kt, vt, mt, _, scale = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
     yield from _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Measuring: peak memory, interleaved timing, FLOPs and the device's peak
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Send file descriptor 2 to /dev/null for the enclosed block (C++ libraries write there directly, so
-    redirecting ``sys.stderr`` is not enough; a notebook would otherwise show their timestamped log lines)."""
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cpu") -> int:
-    """Peak bytes of tensor memory that ``fn()`` allocates on ``device`` above what was live when it started.
-
-    Chapter 6. On the CPU, PyTorch's allocator reports every allocation and free to the profiler when
-    ``profile_memory=True``; this replays that stream in time order and returns the highest running total (exact,
-    allocation by allocation; ``tracemalloc`` cannot see these allocations, which bypass Python's allocator).
-    On CUDA it uses ``torch.cuda.max_memory_allocated`` after resetting the peak. Outputs of ``fn`` count
-    (they are allocated during the call); its inputs, allocated before, do not.
-    """
-    device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        result = fn()
-        torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device) - before
-        del result
-        return int(peak)
-    if device.type != "cpu":
-        raise ValueError(f"peak_memory_bytes measures 'cpu' or 'cuda', got {device}")
-    from torch.profiler import ProfilerActivity, profile
-
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
-        prof.start()
-    try:
-        result = fn()
-        del result
-    finally:
-        with _quiet_stderr():
-            prof.stop()
-    records = []
-    for e in prof.profiler.kineto_results.events():
-        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU:
-            records.append((e.start_ns(), e.nbytes()))
-    records.sort(key=lambda r: r[0])  # stable: same-time records keep their order
-    current = peak = 0
-    for _, nbytes in records:
-        current += nbytes
-        peak = max(peak, current)
-    return int(peak)
-
-
-def _sync(device: torch.device | None) -> None:
-    if device is not None and device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_interleaved(
-    fns: dict[str, Callable[[], object]],
-    reps: int = 5,
-    warmup: int = 1,
-    device: str | torch.device | None = None,
-    num_threads: int | None = None,
-) -> dict[str, list[float]]:
-    """Seconds per call of each function, measured *interleaved*: every repetition runs all of them, in an order
-    that rotates from one repetition to the next, so a change in the machine's load hits all alike (chapter 6).
-
-    Args:
-        fns: name → a function of no arguments.
-        reps: timed repetitions of each; warmup: untimed calls of each first.
-        device: synchronise this CUDA device around every call (None or a CPU device: no synchronisation).
-        num_threads: run with this many PyTorch CPU threads, then restore the previous setting. One thread
-            compares algorithms per core and is far less disturbed by other processes on a busy machine,
-            whose competition for cores can slow a multi-threaded loop of small operations tenfold.
-
-    Returns:
-        name → the ``reps`` times in seconds (take the median).
-    """
-    if reps < 1 or warmup < 0:
-        raise ValueError(f"need reps >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
-    dev = None if device is None else torch.device(device)
-    names = list(fns)
-    threads_before = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    try:
-        for _ in range(warmup):
-            for name in names:
-                fns[name]()
-        _sync(dev)
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for rep in range(reps):
-            order = names[rep % len(names) :] + names[: rep % len(names)]
-            for name in order:
-                _sync(dev)
-                start = time.perf_counter()
-                fns[name]()
-                _sync(dev)
-                times[name].append(time.perf_counter() - start)
-    finally:
-        torch.set_num_threads(threads_before)
-    return times
-
-
-def attention_flops(
-    batch: int, n_q: int, n_k: int, d_k: int, d_v: int | None = None, *, causal: bool = False
-) -> int:
-    """Floating-point operations of one attention forward pass: ``2·d_k`` per score (multiply-add) and ``2·d_v``
-    per weighted value, over the (query, key) pairs that are computed — all ``n_q·n_k`` of them, or the
-    ``Σ_i min(i+1, n_k)`` pairs a causal mask allows. ``batch`` counts batch × heads. Softmax and rescaling are
-    not counted (the usual convention, e.g. FlashAttention's benchmarks, which use ``4·n²·d`` and its half for
-    causal)."""
-    d_v = d_k if d_v is None else d_v
-    if causal:
-        full = min(n_q, n_k)
-        pairs = full * (full + 1) // 2 + max(0, n_q - n_k) * n_k
-    else:
-        pairs = n_q * n_k
-    return int(batch * pairs * 2 * (d_k + d_v))
-
-
-#: Dense (no sparsity) bf16/fp16 tensor-core peaks in TFLOP/s from the vendors' data sheets, matched against
-#: ``torch.cuda.get_device_name()`` (more specific names first).
-PEAK_TFLOPS_16BIT: dict[str, float] = {
-    "H100 PCIe": 756.0,
-    "H100 NVL": 835.0,
-    "H100": 989.4,  # SXM
-    "H200": 989.4,
-    "H800": 989.4,
-    "A100": 312.0,
-    "L40S": 362.0,
-    "L4": 121.0,
-    "A10G": 70.0,
-    "A10": 125.0,
-    "RTX 4090": 165.2,
-    "T4": 65.0,
-    "V100": 125.0,
-}
-
-
-def device_peak_tflops(name: str) -> float | None:
-    """The dense 16-bit tensor-core peak (TFLOP/s) of a GPU from its name (``torch.cuda.get_device_name()``), or
-    None when the table :data:`PEAK_TFLOPS_16BIT` does not know it."""
-    for key, value in PEAK_TFLOPS_16BIT.items():
-        if key.lower() in name.lower():
-            return value
-    return None
-
-
-
-def attention_implementations(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, block: int = 128
-) -> dict[str, Callable[[], torch.Tensor]]:
-    """The attention implementations chapter 6 races, as functions of no arguments returning the output.
-
-    ``naive`` (the package's :func:`~attention_course.scaled_dot_product_attention`, which stores the weights),
-    ``tiled`` (:func:`tiled_attention` with ``block × block`` tiles) and ``F.sdpa`` (PyTorch's fused
-    ``F.scaled_dot_product_attention``, letting PyTorch pick its backend). On CUDA also ``F.sdpa[flash]``,
-    ``F.sdpa[mem-efficient]`` and ``F.sdpa[cuDNN]``: the fused call pinned to one backend each.
-
-    Args:
-        q, k, v: ``(..., n, d)`` torch tensors on one device (self-attention shapes when ``causal``).
-        causal: query i attends to keys j ≤ i (naive gets the equivalent boolean mask).
-    """
-    mask = None
-    if causal:
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    fns: dict[str, Callable[[], torch.Tensor]] = {
-        "naive": lambda: scaled_dot_product_attention(q, k, v, mask=mask)[0],
-        "tiled": lambda: tiled_attention(q, k, v, causal=causal, block_q=block, block_k=block)[0],
-        "F.sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-    }
-    if q.device.type == "cuda":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        def pinned(backend: SDPBackend) -> Callable[[], torch.Tensor]:
-            def run() -> torch.Tensor:
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-            return run
-
-        fns["F.sdpa[flash]"] = pinned(SDPBackend.FLASH_ATTENTION)
-        fns["F.sdpa[mem-efficient]"] = pinned(SDPBackend.EFFICIENT_ATTENTION)
-        if hasattr(SDPBackend, "CUDNN_ATTENTION"):
-            fns["F.sdpa[cuDNN]"] = pinned(SDPBackend.CUDNN_ATTENTION)
-    return fns
-
-
-def compare_implementations(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    causal: bool = False,
-    block: int = 128,
-    reps: int = 5,
-    warmup: int = 1,
-    num_threads: int | None = None,
-    measure_memory: bool = True,
-) -> dict[str, dict[str, float]]:
-    """Race :func:`attention_implementations` on one problem: error, peak memory, interleaved time, TFLOP/s.
-
-    Chapter 6 and ``benchmarks/bench_fast.py``. Each implementation's output is first compared with the naive
-    one; then its peak memory is measured (:func:`peak_memory_bytes`) and all are timed together
-    (:func:`time_interleaved`, CUDA synchronised).
-
-    Args:
-        q, k, v: ``(..., n, d)`` torch tensors on one device; leading dimensions count as batch × heads.
-        causal, block: as :func:`attention_implementations`.
-        reps, warmup, num_threads: as :func:`time_interleaved` (``num_threads`` applies on the CPU only).
-        measure_memory: skip the memory measurement when False (``peak_bytes`` is then NaN).
-
-    Returns:
-        name → ``{"max_abs_err", "peak_bytes", "median_s", "tflops"}``, where ``max_abs_err`` is against the naive
-        output and ``tflops`` counts :func:`attention_flops` per median second.
-    """
-    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
-        raise TypeError("compare_implementations takes torch tensors q, k, v")
-    fns = attention_implementations(q, k, v, causal=causal, block=block)
-    device = q.device
-    ref = fns["naive"]().float()
-    errors = {name: float((fn().float() - ref).abs().max()) for name, fn in fns.items()}
-    peaks = {name: float("nan") for name in fns}
-    if measure_memory:
-        peaks = {name: float(peak_memory_bytes(fn, device=device)) for name, fn in fns.items()}
-    times = time_interleaved(
-        fns,
-        reps=reps,
-        warmup=warmup,
-        device=device if device.type == "cuda" else None,
-        num_threads=num_threads if device.type == "cpu" else None,
-    )
-    batch = math.prod(q.shape[:-2])
-    flops = attention_flops(batch, q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1], causal=causal)
-    result = {}
-    for name in fns:
-        med = statistics.median(times[name])
-        result[name] = {
-            "max_abs_err": errors[name],
-            "peak_bytes": peaks[name],
-            "median_s": med,
-            "tflops": flops / med / 1e12,
-        }
-    return result

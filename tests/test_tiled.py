@@ -1,4 +1,4 @@
-"""fast.py (chapter 6): online softmax, the exact merge of (m, ℓ, acc) states, tiled attention, measurements.
+"""tiled.py (chapter 6): online softmax, the exact merge of (m, ℓ, acc) states, tiled attention.
 
 Tiled attention is compared with the package's naive attention (itself tested against PyTorch) and with PyTorch's
 ``F.scaled_dot_product_attention`` directly. Tolerances, against a float64 reference computed on the same
@@ -21,22 +21,18 @@ import torch
 import torch.nn.functional as F
 
 from attention_course import scaled_dot_product_attention, softmax
-from attention_course.fast import (
+from attention_course.masks import causal_mask
+from attention_course.tiled import (
     SoftmaxState,
-    attention_flops,
-    attention_implementations,
-    compare_implementations,
-    device_peak_tflops,
+    TiledOutput,
     empty_state,
     merge_states,
     online_softmax,
-    peak_memory_bytes,
     softmax_state,
     state_logsumexp,
     state_output,
     tiled_attention,
     tiled_attention_steps,
-    time_interleaved,
 )
 
 LOW_TOL = {
@@ -62,8 +58,8 @@ def _random_problem(gen: torch.Generator, dtype=torch.float64):
 
 
 def _causal(n_q: int, n_k: int) -> torch.Tensor:
-    """PyTorch's is_causal convention (top-left aligned): query i may attend to keys j <= i."""
-    return torch.ones(n_q, n_k, dtype=torch.bool).tril()
+    """PyTorch's is_causal convention (upper-left aligned): query i may attend to keys j <= i."""
+    return causal_mask(n_q, n_k, alignment="upper_left")
 
 
 # --- tiled attention against naive attention -------------------------------------------------------------------
@@ -274,69 +270,32 @@ def test_state_of_masked_blocks_and_errors():
         merge_states(softmax_state(s), softmax_state(torch.zeros(3, 2, dtype=torch.float64)))
 
 
-# --- measurement helpers ---------------------------------------------------------------------------------------
+def test_tiled_returns_a_named_tuple():
+    gen = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 7, 4, generator=gen, dtype=torch.float64) for _ in range(3))
+    res = tiled_attention(q, k, v, block_q=3, block_k=2)
+    assert isinstance(res, TiledOutput) and res._fields == ("output", "lse")
+    out, lse = res  # still unpacks as a pair
+    assert out is res.output and lse is res.lse
+    torch.testing.assert_close(res.output, scaled_dot_product_attention(q, k, v)[0], atol=1e-12, rtol=0)
+    torch.testing.assert_close(res.lse, torch.logsumexp(q @ k.transpose(-2, -1) / 2.0, dim=-1), atol=1e-12, rtol=0)
 
 
-def test_peak_memory_replays_allocations_and_frees():
-    mib = 2**20
-
-    def pattern():
-        a = torch.empty(mib, dtype=torch.uint8)
-        b = torch.empty(2 * mib, dtype=torch.uint8)
-        del a
-        c = torch.empty(mib // 2, dtype=torch.uint8)
-        return b, c
-
-    assert peak_memory_bytes(pattern) == 3 * mib
-    # the quadratic intermediates of naive attention are seen: at least the n × n weights (float32, n = 512)
-    q = torch.randn(512, 16)
-    assert peak_memory_bytes(lambda: scaled_dot_product_attention(q, q, q)) >= 512 * 512 * 4
-    with pytest.raises(ValueError, match="cpu"):
-        peak_memory_bytes(lambda: None, device="meta")
-
-
-def test_attention_flops_counts_pairs():
-    assert attention_flops(2, 8, 8, 4) == 2 * 64 * 2 * 8
-    for n_q, n_k in ((7, 7), (5, 9), (9, 5)):
-        pairs = int(_causal(n_q, n_k).sum())
-        assert attention_flops(3, n_q, n_k, 4, 6, causal=True) == 3 * pairs * 2 * (4 + 6)
-
-
-def test_device_peak_lookup():
-    assert device_peak_tflops("NVIDIA H100 80GB HBM3") == pytest.approx(989.4)
-    assert device_peak_tflops("NVIDIA H100 PCIe") == pytest.approx(756.0)
-    assert device_peak_tflops("NVIDIA A100-SXM4-40GB") == pytest.approx(312.0)
-    assert device_peak_tflops("NVIDIA L4") == pytest.approx(121.0)
-    assert device_peak_tflops("Some CPU") is None
-
-
-def test_time_interleaved_rotates_order():
-    calls: list[str] = []
-    times = time_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, reps=3, warmup=1)
-    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]
-    assert {k: len(t) for k, t in times.items()} == {"a": 3, "b": 3}
-    with pytest.raises(ValueError, match="reps"):
-        time_interleaved({"a": lambda: None}, reps=0)
-    before, seen = torch.get_num_threads(), []
-    time_interleaved({"a": lambda: seen.append(torch.get_num_threads())}, reps=2, warmup=0, num_threads=1)
-    assert seen == [1, 1] and torch.get_num_threads() == before
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_compare_implementations_on_cpu(causal):
-    gen = torch.Generator().manual_seed(2)
-    q, k, v = (torch.randn(2, 96, 16, generator=gen) for _ in range(3))
-    fns = attention_implementations(q, k, v, causal=causal, block=40)
-    assert set(fns) == {"naive", "tiled", "F.sdpa"}
-    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    for fn in fns.values():
-        torch.testing.assert_close(fn(), ref, atol=1e-5, rtol=1e-5)
-    res = compare_implementations(q, k, v, causal=causal, block=40, reps=2, warmup=0, num_threads=1)
-    assert set(res) == set(fns)
-    for r in res.values():
-        assert r["max_abs_err"] < 1e-5 and r["median_s"] > 0 and r["tflops"] > 0
-    assert res["naive"]["max_abs_err"] == 0
-    assert res["naive"]["peak_bytes"] >= 2 * 96 * 96 * 4  # it stores the weights of both batch entries
-    assert res["tiled"]["peak_bytes"] < res["naive"]["peak_bytes"]
-    with pytest.raises(TypeError, match="torch"):
-        compare_implementations(q.numpy(), k, v)
+@pytest.mark.parametrize(("n_q", "n_k"), [(5, 13), (13, 5), (9, 9)])
+def test_causal_is_upper_left_as_torch_is_causal(n_q, n_k):
+    """causal=True is PyTorch's is_causal (upper-left) also when n_q != n_k; lower-right goes through a mask."""
+    gen = torch.Generator().manual_seed(n_q * 100 + n_k)
+    q = torch.randn(2, n_q, 6, generator=gen, dtype=torch.float64)
+    k = torch.randn(2, n_k, 6, generator=gen, dtype=torch.float64)
+    v = torch.randn(2, n_k, 3, generator=gen, dtype=torch.float64)
+    out, _ = tiled_attention(q, k, v, causal=True, block_q=4, block_k=3)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-12, rtol=0)
+    upper, _ = tiled_attention(q, k, v, mask=causal_mask(n_q, n_k, alignment="upper_left"), block_q=4, block_k=3)
+    torch.testing.assert_close(out, upper, atol=1e-12, rtol=0)
+    # lower-right (queries are the last n_q positions, as with a KV cache): key j visible iff j <= i + n_k - n_q
+    lower_ref = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+    lower, _ = tiled_attention(q, k, v, mask=causal_mask(n_q, n_k, alignment="lower_right"), block_q=4, block_k=3)
+    ref, _ = scaled_dot_product_attention(q, k, v, mask=lower_ref)
+    torch.testing.assert_close(lower, ref, atol=1e-12, rtol=0)
+    if n_q != n_k:  # the two alignments really differ here, so the test above can tell them apart
+        assert (out - lower).abs().max() > 1e-3

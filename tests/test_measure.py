@@ -1,0 +1,173 @@
+"""measure.py (chapter 6): thread control, interleaved timing, peak memory, FLOP counts, provenance of results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention_course import scaled_dot_product_attention
+from attention_course.masks import causal_mask
+from attention_course.measure import (
+    _git_commit,
+    attention_flops,
+    cpu_threads,
+    device_name,
+    device_peak_tflops,
+    peak_memory_bytes,
+    provenance,
+    time_interleaved,
+    write_results,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- timing, memory, FLOPs ---------------------------------------------------------------------------------------
+
+
+def test_peak_memory_replays_allocations_and_frees():
+    mib = 2**20
+
+    def pattern():
+        a = torch.empty(mib, dtype=torch.uint8)
+        b = torch.empty(2 * mib, dtype=torch.uint8)
+        del a
+        c = torch.empty(mib // 2, dtype=torch.uint8)
+        return b, c
+
+    assert peak_memory_bytes(pattern) == 3 * mib
+    # the quadratic intermediates of naive attention are seen: at least the n × n weights (float32, n = 512)
+    q = torch.randn(512, 16)
+    assert peak_memory_bytes(lambda: scaled_dot_product_attention(q, q, q)) >= 512 * 512 * 4
+    with pytest.raises(ValueError, match="cpu"):
+        peak_memory_bytes(lambda: None, device="meta")
+
+
+def test_attention_flops_counts_pairs():
+    assert attention_flops(2, 8, 8, 4) == 2 * 64 * 2 * 8
+    for n_q, n_k in ((7, 7), (5, 9), (9, 5)):
+        pairs = int(causal_mask(n_q, n_k, alignment="upper_left").sum())
+        assert attention_flops(3, n_q, n_k, 4, 6, causal=True) == 3 * pairs * 2 * (4 + 6)
+
+
+def test_device_peak_lookup():
+    assert device_peak_tflops("NVIDIA H100 80GB HBM3") == pytest.approx(989.4)
+    assert device_peak_tflops("NVIDIA H100 PCIe") == pytest.approx(756.0)
+    assert device_peak_tflops("NVIDIA A100-SXM4-40GB") == pytest.approx(312.0)
+    assert device_peak_tflops("NVIDIA L4") == pytest.approx(121.0)
+    assert device_peak_tflops("Some CPU") is None
+
+
+def test_time_interleaved_rotates_order():
+    calls: list[str] = []
+    times = time_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, reps=3, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]
+    assert {k: len(t) for k, t in times.items()} == {"a": 3, "b": 3}
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="reps must be a positive integer"):
+            time_interleaved({"a": lambda: None}, reps=bad)
+    with pytest.raises(ValueError, match="warmup must be a non-negative integer, got -1"):
+        time_interleaved({"a": lambda: None}, warmup=-1)
+    with pytest.raises(ValueError, match="fns"):
+        time_interleaved({})
+    with pytest.raises(TypeError, match=r"fns\['a'\] must be a function"):
+        time_interleaved({"a": 3})
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        time_interleaved({"a": lambda: None}, num_threads=0)
+    before, seen = torch.get_num_threads(), []
+    time_interleaved({"a": lambda: seen.append(torch.get_num_threads())}, reps=2, warmup=0, num_threads=1)
+    assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+def test_time_interleaved_restores_threads_after_an_error():
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+
+    def boom():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        time_interleaved({"a": boom}, reps=1, warmup=0, num_threads=target)
+    assert torch.get_num_threads() == before
+
+
+# --- thread control -------------------------------------------------------------------------------------------
+
+
+def test_cpu_threads_sets_then_restores():
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    with cpu_threads(target):
+        assert torch.get_num_threads() == target
+    assert torch.get_num_threads() == before
+    with cpu_threads(None):  # None: leave the setting alone
+        assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before
+
+
+def test_cpu_threads_restores_after_an_error():
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    with pytest.raises(KeyError), cpu_threads(target):
+        assert torch.get_num_threads() == target
+        raise KeyError("inside the block")
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "2"])
+def test_cpu_threads_rejects_what_is_not_a_positive_integer(bad):
+    before = torch.get_num_threads()
+    with pytest.raises(ValueError, match=rf"n must be a positive integer or None, got {bad!r}"), cpu_threads(bad):
+        pass
+    assert torch.get_num_threads() == before
+
+
+# --- provenance and results files -----------------------------------------------------------------------------
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def test_provenance_names_machine_versions_and_commit():
+    p = provenance()
+    assert set(p) == {"date", "command", "device", "cpu_count", "torch_threads", "python", "torch", "platform",
+                      "git_commit"}
+    assert p["torch"] == torch.__version__ and p["torch_threads"] == torch.get_num_threads()
+    assert p["device"].startswith("cpu") and p["device"] == device_name("cpu")
+    assert isinstance(p["cpu_count"], int) and p["cpu_count"] >= 1
+    assert p["date"][:2] == "20" and p["date"].endswith("+00:00")  # ISO 8601, UTC
+    head = _git("rev-parse", "HEAD")
+    if head is None:  # this checkout is not a git repository (e.g. an sdist): then there is no commit to name
+        assert p["git_commit"] is None
+    else:
+        assert p["git_commit"] in (head, f"{head}+dirty")
+
+
+def test_git_commit_outside_a_repository_is_none(tmp_path):
+    assert _git_commit(tmp_path) is None
+
+
+def test_write_results_round_trips_with_provenance(tmp_path):
+    path = write_results(tmp_path / "results" / "bench_x.json", {"ratio": 0.9, "times": [1.0, 2.0]},
+                         {"reps": 3, "threads": 1})
+    assert path == tmp_path / "results" / "bench_x.json"
+    record = json.loads(path.read_text())
+    assert record["results"] == {"ratio": 0.9, "times": [1.0, 2.0]}
+    assert record["settings"] == {"reps": 3, "threads": 1}
+    assert set(record["provenance"]) == set(provenance())
+    with pytest.raises(TypeError, match="results must be a mapping"):
+        write_results(tmp_path / "y.json", [1, 2], {})
+    with pytest.raises(TypeError, match="settings must be a mapping"):
+        write_results(tmp_path / "y.json", {}, None)
+    with pytest.raises(TypeError, match="JSON-serialisable"):
+        write_results(tmp_path / "y.json", {"t": torch.ones(2)}, {})
+    assert not (tmp_path / "y.json").exists()
