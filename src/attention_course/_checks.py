@@ -13,9 +13,11 @@ import numpy as np
 import torch
 
 ArrayLike = np.ndarray | torch.Tensor
+#: Half-precision dtypes: the package computes scores, softmax and sums in float32 for them, as fused kernels do.
+LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def to_torch(name: str, x: Any, *, floating: bool = True) -> torch.Tensor:
+def as_tensor(name: str, x: Any, *, floating: bool = True) -> torch.Tensor:
     """Return ``x`` as a torch tensor (sharing memory with a numpy array), checking its kind and dtype."""
     if isinstance(x, torch.Tensor):
         t = x
@@ -63,3 +65,31 @@ def check_bool_mask(mask: torch.Tensor, target: tuple[int, ...]) -> None:
             f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores' shape {target} "
             "(..., n_q, n_k)"
         )
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
+    """Check the shapes and dtypes of queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)`` and values
+    ``(..., n_k, d_v)``; return the scores' shape ``(..., n_q, n_k)``."""
+    check_ndim("q", q, 2, "(..., n_q, d_k)")
+    check_ndim("k", k, 2, "(..., n_k, d_k)")
+    check_ndim("v", v, 2, "(..., n_k, d_v)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same last dimension d_k: got q {tuple(q.shape)} = (..., n_q, d_k) and "
+            f"k {tuple(k.shape)} = (..., n_k, d_k)"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length n_k (one value per key): got k {tuple(k.shape)} = "
+            f"(..., n_k, d_k) and v {tuple(v.shape)} = (..., n_k, d_v)"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} are not broadcastable"
+        ) from None
+    return (*batch, q.shape[-2], k.shape[-2])

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._checks import ArrayLike, check_bool_mask, check_ndim, same_kind, to_output, to_torch
+from ._checks import LOW_PRECISION, ArrayLike, as_tensor, check_bool_mask, check_qkv, same_kind, to_output
 
 __all__ = [
     "AttentionOutput",
@@ -31,7 +31,6 @@ __all__ = [
     "attention_entropy",
 ]
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 class AttentionOutput(NamedTuple):
@@ -49,7 +48,7 @@ class AttentionOutput(NamedTuple):
 
 def _softmax_torch(x: torch.Tensor, dim: int, mask: torch.Tensor | None) -> torch.Tensor:
     """Stable softmax along ``dim``; masked-out entries get weight 0, fully masked rows give all zeros."""
-    work = x.float() if x.dtype in _LOW_PRECISION else x  # fp16/bf16: accumulate in float32
+    work = x.float() if x.dtype in LOW_PRECISION else x  # fp16/bf16: accumulate in float32
     if mask is not None:
         # The most negative finite number (not -inf): a fully masked row stays finite (uniform), and the
         # multiplication by the mask below sets it to exactly zero with zero, finite gradients.
@@ -80,12 +79,12 @@ def softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None) -> Arra
         (or to 0 where fully masked).
     """
     as_numpy = same_kind(["x", "mask"], [x, mask] if mask is not None else [x])
-    t = to_torch("x", x)
+    t = as_tensor("x", x)
     if t.ndim == 0:
         raise ValueError("softmax needs at least one dimension, got a scalar (shape ())")
     m = None
     if mask is not None:
-        m = to_torch("mask", mask, floating=False)
+        m = as_tensor("mask", mask, floating=False)
         if m.dtype != torch.bool:
             raise TypeError(f"mask must be boolean (True = keep), got dtype {m.dtype}")
         try:
@@ -96,33 +95,6 @@ def softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None) -> Arra
                 f"mask of shape {tuple(m.shape)} is not broadcastable to x of shape {tuple(t.shape)}"
             ) from None
     return to_output(_softmax_torch(t, axis, m), as_numpy)
-
-
-def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
-    """Check shapes of q, k, v; return the scores' shape (..., n_q, n_k)."""
-    check_ndim("q", q, 2, "(..., n_q, d_k)")
-    check_ndim("k", k, 2, "(..., n_k, d_k)")
-    check_ndim("v", v, 2, "(..., n_k, d_v)")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same last dimension d_k: got q {tuple(q.shape)} = (..., n_q, d_k) and "
-            f"k {tuple(k.shape)} = (..., n_k, d_k)"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length n_k (one value per key): got k {tuple(k.shape)} = "
-            f"(..., n_k, d_k) and v {tuple(v.shape)} = (..., n_k, d_v)"
-        )
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    try:
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
-            f"v {tuple(v.shape)} are not broadcastable"
-        ) from None
-    return (*batch, q.shape[-2], k.shape[-2])
 
 
 def scaled_dot_product_attention(
@@ -159,17 +131,17 @@ def scaled_dot_product_attention(
     if mask is not None:
         names, xs = [*names, "mask"], [*xs, mask]
     as_numpy = same_kind(names, xs)
-    qt, kt, vt = (to_torch(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
-    target = _validate(qt, kt, vt)
+    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
+    target = check_qkv(qt, kt, vt)
     mt = None
     if mask is not None:
-        mt = to_torch("mask", mask, floating=False)
+        mt = as_tensor("mask", mask, floating=False)
         check_bool_mask(mt, target)
         mt = mt.expand(target)
     if scale is None:
         scale = 1.0 / math.sqrt(qt.shape[-1])
     dtype = qt.dtype
-    if dtype in _LOW_PRECISION:  # fp16/bf16: accumulate in float32 as fused kernels do; q·k can exceed 65504
+    if dtype in LOW_PRECISION:  # fp16/bf16: accumulate in float32 as fused kernels do; q·k can exceed 65504
         qt, kt, vt = qt.float(), kt.float(), vt.float()
     scores = (qt @ kt.transpose(-2, -1)) * scale
     weights = _softmax_torch(scores, -1, mt)
@@ -193,11 +165,11 @@ def attention_per_query(
         Outputs of shape ``(n_q, d_v)``, of the inputs' kind.
     """
     as_numpy = same_kind(["q", "k", "v"], [q, k, v])
-    qt, kt, vt = to_torch("q", q), to_torch("k", k), to_torch("v", v)
+    qt, kt, vt = as_tensor("q", q), as_tensor("k", k), as_tensor("v", v)
     for name, t, layout in (("q", qt, "(n_q, d_k)"), ("k", kt, "(n_k, d_k)"), ("v", vt, "(n_k, d_v)")):
         if t.ndim != 2:
             raise ValueError(f"{name} must have shape {layout} (2 dimensions), got {tuple(t.shape)}")
-    _validate(qt, kt, vt)
+    check_qkv(qt, kt, vt)
     if scale is None:
         scale = 1.0 / math.sqrt(qt.shape[-1])
     rows = []
@@ -244,6 +216,6 @@ def attention_entropy(weights: ArrayLike, axis: int = -1) -> ArrayLike:
     ``axis``.
     """
     as_numpy = isinstance(weights, np.ndarray)
-    p = to_torch("weights", weights)
+    p = as_tensor("weights", weights)
     h = -torch.special.xlogy(p, p).sum(dim=axis)
     return to_output(h, as_numpy)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ._checks import ArrayLike, same_kind, to_output, to_torch
+from ._checks import ArrayLike, as_tensor, same_kind, to_output
 
 if TYPE_CHECKING:
     from .multihead import MultiHeadAttention
@@ -74,7 +74,7 @@ def head_weights(mha: MultiHeadAttention, dtype: torch.dtype | None = None) -> H
 
 def _stacks(names: tuple[str, str], a: ArrayLike, b: ArrayLike) -> tuple[bool, torch.Tensor, torch.Tensor]:
     as_numpy = same_kind(names, [a, b])
-    ta, tb = to_torch(names[0], a), to_torch(names[1], b)
+    ta, tb = as_tensor(names[0], a), as_tensor(names[1], b)
     for name, t in zip(names, (ta, tb), strict=True):
         if t.ndim < 2:
             raise ValueError(f"{name} must be a matrix or a stack of matrices (..., rows, cols), got {tuple(t.shape)}")

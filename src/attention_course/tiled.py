@@ -33,8 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import ArrayLike, check_bool_mask, same_kind, to_output, to_torch
-from .attention import _validate
+from ._checks import LOW_PRECISION, ArrayLike, as_tensor, check_bool_mask, check_qkv, same_kind, to_output
 from .masks import causal_block
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "tiled_attention_steps",
 ]
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -111,11 +109,11 @@ def softmax_state(
         A :class:`SoftmaxState` of torch tensors (numpy inputs are converted); ``m`` and ``ℓ`` have the shape of
         ``scores`` without its last axis.
     """
-    s = to_torch("scores", scores)
+    s = as_tensor("scores", scores)
     if s.ndim == 0:
         raise ValueError("scores must have at least one dimension (..., n), got a scalar (shape ())")
     if mask is not None:
-        mt = to_torch("mask", mask, floating=False)
+        mt = as_tensor("mask", mask, floating=False)
         check_bool_mask(mt, tuple(s.shape))
         s = s.masked_fill(~mt, -math.inf)
     if s.shape[-1] == 0:  # an empty block: amax has nothing to reduce; its state is the merge identity
@@ -125,7 +123,7 @@ def softmax_state(
     p = torch.exp(s - _safe_max(m).unsqueeze(-1))
     acc = None
     if values is not None:
-        vt = to_torch("values", values)
+        vt = as_tensor("values", values)
         if vt.ndim < 2 or vt.shape[-2] != s.shape[-1]:
             raise ValueError(
                 f"values must have shape (..., n, d_v) with n = {s.shape[-1]} (the scores' last axis), "
@@ -192,16 +190,16 @@ def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, 
         Weights of the shape, kind and dtype of ``x``.
     """
     as_numpy = same_kind(["x", "mask"], [x, mask] if mask is not None else [x])
-    t = to_torch("x", x)
+    t = as_tensor("x", x)
     if t.ndim == 0:
         raise ValueError("online_softmax needs at least one dimension, got a scalar (shape ())")
     if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     dtype = t.dtype
-    work = t.float() if dtype in _LOW_PRECISION else t
+    work = t.float() if dtype in LOW_PRECISION else t
     mt = None
     if mask is not None:
-        mt = to_torch("mask", mask, floating=False)
+        mt = as_tensor("mask", mask, floating=False)
         check_bool_mask(mt, tuple(t.shape))
         mt = mt.expand(t.shape).movedim(axis, -1)
     work = work.movedim(axis, -1)
@@ -250,8 +248,8 @@ def _prepare(q, k, v, mask, scale, causal, block_q, block_k):
     if mask is not None:
         names, xs = [*names, "mask"], [*xs, mask]
     as_numpy = same_kind(names, xs)
-    qt, kt, vt = (to_torch(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
-    target = _validate(qt, kt, vt)
+    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
+    target = check_qkv(qt, kt, vt)
     for name, b in (("block_q", block_q), ("block_k", block_k)):
         if not isinstance(b, int) or isinstance(b, bool) or b < 1:
             raise ValueError(f"{name} must be a positive integer, got {b!r}")
@@ -259,13 +257,13 @@ def _prepare(q, k, v, mask, scale, causal, block_q, block_k):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     mt = None
     if mask is not None:
-        mt = to_torch("mask", mask, floating=False)
+        mt = as_tensor("mask", mask, floating=False)
         check_bool_mask(mt, target)
         mt = mt.expand(target)  # a view: no memory
     if scale is None:
         scale = 1.0 / math.sqrt(qt.shape[-1])
     dtype = qt.dtype
-    if dtype in _LOW_PRECISION:  # fp16/bf16: scores, softmax and accumulation in float32, as fused kernels do
+    if dtype in LOW_PRECISION:  # fp16/bf16: scores, softmax and accumulation in float32, as fused kernels do
         qt, kt, vt = qt.float(), kt.float(), vt.float()
     batch = target[:-2]
     qt, kt, vt = qt.expand(*batch, *qt.shape[-2:]), kt.expand(*batch, *kt.shape[-2:]), vt.expand(*batch, *vt.shape[-2:])

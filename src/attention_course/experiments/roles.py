@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from .._checks import ArrayLike, same_kind, to_output, to_torch
+from .._checks import ArrayLike, as_tensor, same_kind, to_output
 from ..attention import scaled_dot_product_attention
 from .recall import AttentionHead
 
@@ -54,15 +54,15 @@ def attention_alt(
     """
     names, xs = ["q", "k", "v", "w"], [q, k, v, w]
     as_numpy = same_kind(names, xs if mask is None else [*xs, mask])
-    wt = to_torch("w", w)
-    vt = to_torch("v", v)
+    wt = as_tensor("w", w)
+    vt = as_tensor("v", v)
     _check_matrix("w", wt, None, "(d_out, d_v)")
     if wt.shape[1] != vt.shape[-1]:
         raise ValueError(
             f"w must have shape (d_out, d_v) with d_v = v.shape[-1] = {vt.shape[-1]}, got shape {tuple(wt.shape)}"
         )
-    qt, kt = to_torch("q", q), to_torch("k", k)
-    mt = None if mask is None else to_torch("mask", mask, floating=False)
+    qt, kt = as_tensor("q", q), as_tensor("k", k)
+    mt = None if mask is None else as_tensor("mask", mask, floating=False)
     out, weights = scaled_dot_product_attention(qt, kt, vt, mask=mt)
     d_k = qt.shape[-1]
     alt = (out @ wt.transpose(0, 1).to(out.dtype)) / math.sqrt(d_k)
@@ -80,7 +80,7 @@ def absorb_alt_weight(w_v: ArrayLike, w: ArrayLike, d_k: int) -> ArrayLike:
         ``(d_model, d_out)``, of the inputs' kind.
     """
     as_numpy = same_kind(["w_v", "w"], [w_v, w])
-    a, b = to_torch("w_v", w_v), to_torch("w", w)
+    a, b = as_tensor("w_v", w_v), as_tensor("w", w)
     _check_matrix("w_v", a, None, "(d_model, d_v)")
     _check_matrix("w", b, None, "(d_out, d_v)")
     if a.shape[1] != b.shape[1]:
@@ -117,7 +117,7 @@ def cross_attention(
     names = ["decoder_states", "encoder_states", "w_q", "w_k", "w_v"]
     xs = [decoder_states, encoder_states, w_q, w_k, w_v]
     as_numpy = same_kind(names, xs if mask is None else [*xs, mask])
-    y, x, wq, wk, wv = (to_torch(n, t) for n, t in zip(names, xs, strict=True))
+    y, x, wq, wk, wv = (as_tensor(n, t) for n, t in zip(names, xs, strict=True))
     for name, t, layout in (("decoder_states", y, "(..., n_tgt, d_dec)"), ("encoder_states", x, "(..., n_src, d_enc)")):
         if t.ndim < 2:
             raise ValueError(f"{name} must have shape {layout}, got shape {tuple(t.shape)}")
@@ -126,7 +126,7 @@ def cross_attention(
     _check_matrix("w_v", wv, x.shape[-1], f"(d_enc, d_v) = ({x.shape[-1]}, d_v)")
     if wq.shape[1] != wk.shape[1]:
         raise ValueError(f"w_q and w_k must project to the same d_k, got {tuple(wq.shape)} and {tuple(wk.shape)}")
-    mt = None if mask is None else to_torch("mask", mask, floating=False)
+    mt = None if mask is None else as_tensor("mask", mask, floating=False)
     out, weights = scaled_dot_product_attention(y @ wq, x @ wk, x @ wv, mask=mt)
     return to_output(out, as_numpy), to_output(weights, as_numpy)
 

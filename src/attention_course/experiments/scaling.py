@@ -27,7 +27,7 @@ import sympy as sp
 import torch
 from sympy import stats
 
-from .._checks import ArrayLike, same_kind, to_output, to_torch
+from .._checks import ArrayLike, as_tensor, same_kind, to_output
 from ..attention import attention_entropy, scaled_dot_product_attention, softmax
 from ..data import associative_recall, recall_sampler
 from ..device import seeded
@@ -171,7 +171,7 @@ def softmax_jacobian(p: ArrayLike) -> ArrayLike:
         ``(..., n, n)``, of the kind and dtype of ``p``.
     """
     as_numpy = same_kind(["p"], [p])
-    t = to_torch("p", p)
+    t = as_tensor("p", p)
     if t.ndim < 1 or getattr(p, "ndim", 1) < 1:  # (np.ascontiguousarray turns a 0-d array into 1-d)
         raise ValueError("p must have shape (..., n) with at least one dimension, got a scalar (shape ())")
     jac = torch.diag_embed(t) - t[..., :, None] * t[..., None, :]
@@ -191,7 +191,7 @@ def softmax_jacobian_norm(scores: ArrayLike) -> ArrayLike:
         ``(...)``, of the inputs' kind.
     """
     as_numpy = same_kind(["scores"], [scores])
-    t = to_torch("scores", scores)
+    t = as_tensor("scores", scores)
     if t.ndim < 1 or getattr(scores, "ndim", 1) < 1:
         raise ValueError("scores must have shape (..., n) with at least one dimension, got a scalar (shape ())")
     jac = softmax_jacobian(softmax(t))
