@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from attention_course.interop import from_torch
-from attention_course.measure import cpu_threads, time_interleaved, write_results
+from attention_course.measure import count_copies, cpu_threads, time_interleaved, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_mha.json"
 SETTINGS = (False, True)  # need_weights
@@ -43,16 +43,6 @@ def step_fn(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, need_weights
         out.backward(grad)
 
     return step
-
-
-def copy_ops(step: Callable[[], None]) -> int:
-    """Data copies (``aten::copy_`` and ``aten::clone`` calls, counted by ``torch.profiler``) in one forward +
-    backward pass: the data movement in which the two modules differ."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
-    return sum(e.name in ("aten::copy_", "aten::clone") for e in prof.events())
 
 
 def check_same(ref: nn.Module, ours: nn.Module, x_ref: torch.Tensor, x_ours: torch.Tensor, grad: torch.Tensor,
@@ -100,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     with cpu_threads(args.threads):
         threads = torch.get_num_threads()
         times = time_interleaved(steps, reps=args.reps, warmup=args.warmup)
-        copies = {name: copy_ops(step) for name, step in steps.items()}
+        copies = {name: count_copies(step) for name, step in steps.items()}
 
     print(f"shape: batch {args.batch}, n {args.n}, d_model {args.d_model}, heads {args.heads}, float32, "
           f"{'batch_first' if batch_first else 'sequence-first'}, forward+backward, {threads} thread(s), "

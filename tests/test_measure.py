@@ -14,6 +14,7 @@ from attention_course.masks import causal_mask
 from attention_course.measure import (
     _git_commit,
     attention_flops,
+    count_copies,
     cpu_threads,
     device_name,
     device_peak_tflops,
@@ -171,3 +172,13 @@ def test_write_results_round_trips_with_provenance(tmp_path):
     with pytest.raises(TypeError, match="JSON-serialisable"):
         write_results(tmp_path / "y.json", {"t": torch.ones(2)}, {})
     assert not (tmp_path / "y.json").exists()
+
+
+def test_count_copies_counts_copy_and_clone_calls_and_prints_nothing(capfd):
+    x = torch.randn(4, 4)
+    one = count_copies(lambda: x.clone())
+    assert one >= 1  # a clone, and the copy_ it runs inside, are both counted
+    assert count_copies(lambda: (x.clone(), x.clone(), x.clone(), x @ x)) == 3 * one
+    assert count_copies(lambda: x @ x) == 0
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""

@@ -25,6 +25,7 @@ import torch
 __all__ = [
     "PEAK_TFLOPS_16BIT",
     "attention_flops",
+    "count_copies",
     "cpu_threads",
     "device_name",
     "device_peak_tflops",
@@ -114,6 +115,23 @@ def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cp
         current += nbytes
         peak = max(peak, current)
     return int(peak)
+
+
+def count_copies(fn: Callable[[], object]) -> int:
+    """Data copies (``aten::copy_`` and ``aten::clone`` calls, counted by :mod:`torch.profiler`) made by ``fn()``
+    (chapter 4): the data movement in which two implementations of the same matrix products differ. Exact and
+    the same on every machine for a given PyTorch version, unlike a time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU])
+    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
+        prof.start()
+    try:
+        fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    return sum(e.name in ("aten::copy_", "aten::clone") for e in prof.events())
 
 
 def _sync(device: torch.device | None) -> None:

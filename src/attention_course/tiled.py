@@ -26,6 +26,7 @@ Timing and memory measurement live in :mod:`attention_course.measure`.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -367,22 +368,19 @@ def _write(out: torch.Tensor, lse: torch.Tensor, step: TileStep) -> None:
     lse[..., step.q_start : step.q_stop] = state_logsumexp(step.state)
 
 
-def tiled_attention_steps(
-    q: ArrayLike,
-    k: ArrayLike,
-    v: ArrayLike,
-    mask: ArrayLike | None = None,
-    scale: float | None = None,
-    *,
-    causal: bool = False,
-    block_q: int = 128,
-    block_k: int = 128,
-) -> Iterator[TileStep]:
+def tiled_attention_steps(q: ArrayLike, k: ArrayLike, v: ArrayLike, **options) -> Iterator[TileStep]:
     """The same computation as :func:`tiled_attention`, yielding a :class:`TileStep` after every tile (chapter 6).
+
+    ``options`` are :func:`tiled_attention`'s: ``mask``, ``scale``, ``causal``, ``block_q``, ``block_k``.
 
     For figures that step through the block-by-block rescaling. Tiles come query block by query block, key
     blocks in increasing order; the last step of a query block holds its final state, whose
     :func:`state_output` is that block's output rows. States are torch tensors (scale already applied).
     """
-    _, _, qt, kt, vt, mt, _, scale = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
-    yield from _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k)
+    defaults = {n: p.default for n, p in inspect.signature(tiled_attention).parameters.items() if n not in "qkv"}
+    if set(options) - set(defaults):
+        raise TypeError(f"tiled_attention_steps got unexpected options {sorted(set(options) - set(defaults))}; "
+                        f"it takes tiled_attention's {', '.join(defaults)}")
+    settings = {**defaults, **options}  # in tiled_attention's order, as _prepare takes them
+    _, _, qt, kt, vt, mt, _, scale = _prepare(q, k, v, *settings.values())
+    yield from _tile_steps(qt, kt, vt, mt, scale, settings["causal"], settings["block_q"], settings["block_k"])
