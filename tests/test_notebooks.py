@@ -111,3 +111,18 @@ def test_cell_timeout_is_single_sourced():
     got = subprocess.run([sys.executable, str(ROOT / "tools" / "refresh_notebooks.py"), "--print-timeout"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert got == str(timeout)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_saved_outputs_were_made_by_the_current_code(path):
+    """The site renders saved outputs (figures included, which nbval does not compare): they must come from the
+    code as it stands. `make refresh` stamps the hash of the code it executed; editing a cell without it fails."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from refresh_notebooks import code_hash
+    finally:
+        sys.path.pop(0)
+    nb = nbformat.read(path, as_version=4)
+    stamp = nb.metadata.get("attention_course", {}).get("executed_code")
+    assert stamp == code_hash(nb), (
+        f"{path.name}: its code changed since its outputs were saved; run `make refresh NB=book/{path.name}`")

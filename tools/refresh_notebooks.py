@@ -6,6 +6,11 @@ Unlike `jupyter execute --inplace`, this writes no per-cell timing metadata, so 
 file only where its outputs changed. nbval (in `make test`) then checks that a fresh run reproduces them, and
 the site renders them.
 
+Each refreshed notebook is stamped with a hash of its code cells (metadata `attention_course.executed_code`).
+The site renders the saved outputs, figures included, and nbval compares only their text; the stamp lets
+`tests/test_notebooks.py` prove that every saved output, images too, was made by the code as it stands: edit a
+code cell without refreshing and that test fails.
+
 The cell timeout is `execute.timeout` in `_config.yml`, the one place it is set; `--print-timeout` prints it
 for the Makefile, which passes it to nbval.
 """
@@ -13,6 +18,7 @@ for the Makefile, which passes it to nbval.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -32,6 +38,12 @@ def cell_timeout(config: Path = CONFIG) -> int:
     return timeout
 
 
+def code_hash(nb: nbformat.NotebookNode) -> str:
+    """SHA-256 of the notebook's code cells, in order: what its saved outputs were computed from."""
+    code = "\n\0".join(c.source for c in nb.cells if c.cell_type == "code")
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
 def refresh(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
@@ -46,6 +58,7 @@ def refresh(path: Path, timeout: int) -> float:
     elapsed = time.perf_counter() - start
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+    nb.metadata["attention_course"] = {"executed_code": code_hash(nb)}
     nbformat.write(nb, path)
     return elapsed
 
