@@ -400,8 +400,10 @@ def test_cache_errors_name_the_problem():
     mha(x, x, x, is_causal=True, cache=cache)
     with pytest.raises(ValueError, match="holds 4 positions; 3 are used and 3 more"):
         mha(x, x, x, is_causal=True, cache=cache)
-    with pytest.raises(ValueError, match="do not fit a cache"):
-        mha(x[:1], x[:1], x[:1], cache=mha.new_cache(2, 4))  # batch 1 against a cache of batch 2
+    with pytest.raises(ValueError, match="cache holds batch 2, the query has batch 1"):
+        mha(x[:1], x[:1], x[:1], cache=mha.new_cache(2, 4))
+    with pytest.raises(ValueError, match="do not fit a cache"):  # a cache made by a layer with 2 key/value heads
+        mha(x, x, x, cache=_causal_module(36, num_kv_heads=2).new_cache(2, 4))
     with pytest.raises(ValueError, match="capacity must be a positive integer"):
         mha.new_cache(2, 0)
 
@@ -444,3 +446,34 @@ def test_explicit_path_is_chapter_ones_attention(num_kv_heads):
                                                   mask=mask)
     torch.testing.assert_close(w, ref_w, **TOL[torch.float64])
     torch.testing.assert_close(out, mha.out_proj(merge_heads(ref_out)), **TOL[torch.float64])
+
+
+def test_a_refused_call_leaves_the_cache_as_it_was():
+    mha = _causal_module(42)
+    x = torch.randn(2, 5, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(43))
+    full, _ = mha(x, x, x, is_causal=True)
+    cache = mha.new_cache(2, 5)
+    mha(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)
+    piece = x[:, 3:]
+    wrong = torch.ones(2, 2, dtype=torch.bool)  # (batch, n_new): but n_k counts the cached keys too
+    with pytest.raises(ValueError, match=r"key_mask must have shape \(batch, n_k\) = \(2, 5\)"):
+        mha(piece, piece, piece, is_causal=True, cache=cache, key_mask=wrong)
+    assert cache.length == 3
+    out, _ = mha(piece, piece, piece, is_causal=True, cache=cache, key_mask=torch.ones(2, 5, dtype=torch.bool))
+    torch.testing.assert_close(out, full[:, 3:], **TOL[torch.float64])
+
+
+def test_static_cache_refuses_positions_and_another_batch():
+    from attention_course.positional import apply_rope
+
+    mha = _causal_module(44)
+    memory = torch.randn(2, 7, 24, dtype=torch.float64)
+    y = torch.randn(2, 3, 24, dtype=torch.float64)
+    cache = mha.static_cache(memory)
+    with pytest.raises(ValueError, match="static cache"):
+        mha(y, None, None, cache=cache, is_causal=True)
+    with pytest.raises(ValueError, match=r"cache holds batch 2, the query has batch 1"):
+        mha(y[:1], None, None, cache=cache)
+    rope = _causal_module(44, rotary=apply_rope)
+    with pytest.raises(ValueError, match="static cache"):
+        rope(y, None, None, cache=rope.static_cache(memory))

@@ -254,21 +254,30 @@ class MultiHeadAttention(nn.Module):
         ``query`` ``(batch, n_q, embed_dim)``, ``key``/``value`` ``(batch, n_k, kdim|vdim)`` (None with a static
         cache). Returns the output ``(batch, n_q, embed_dim)`` and per-head weights ``(batch, h, n_q, n_k)`` or None.
         """
-        start = 0 if cache is None or cache.static else cache.length
-        if cache is not None and cache.static:
+        static = cache is not None and cache.static
+        if static and (is_causal or self.rotary is not None):
+            # A static cache holds keys without positions (an encoder's output): causality and rotary positions
+            # between a decoder's queries and those keys mean nothing.
+            raise ValueError("is_causal and a rotary hook need positions shared by queries and keys; a static "
+                             "cache (cross-attention keys and values) has none")
+        if cache is not None and cache.keys.shape[0] != query.shape[0]:
+            raise ValueError(f"the cache holds batch {cache.keys.shape[0]}, the query has batch {query.shape[0]}")
+        start = 0 if cache is None or static else cache.length
+        if static:
             q, k, v = self._project_q(query), cache.keys, cache.values
         else:
             q, k, v = self._project(query, key, value)
         if self.rotary is not None:
             q = self.rotary(q, positions=torch.arange(start, start + q.shape[2], device=q.device))
-            if cache is None or not cache.static:
-                k = self.rotary(k, positions=torch.arange(start, start + k.shape[2], device=k.device))
-        if cache is not None and not cache.static:
-            k, v = cache.append(k, v)
+            k = self.rotary(k, positions=torch.arange(start, start + k.shape[2], device=k.device))
+        n_k = start + k.shape[2] if cache is not None and not static else k.shape[2]
         # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned).
         causal = None if not is_causal else ("lower_right" if cache is not None else "upper_left")
-        mask = masks.attention_mask(q.shape[0], self.num_heads, q.shape[2], k.shape[2], key_mask=key_mask,
+        # Every check before the cache is written: a refused call leaves it as it was.
+        mask = masks.attention_mask(q.shape[0], self.num_heads, q.shape[2], n_k, key_mask=key_mask,
                                     attn_mask=attn_mask, causal=causal, device=q.device)
+        if cache is not None and not static:
+            k, v = cache.append(k, v)
         p_drop = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = _attention_with_weights(q, k, v, mask, p_drop)
@@ -300,7 +309,8 @@ class MultiHeadAttention(nn.Module):
             query: ``(batch, n_q, embed_dim)`` if ``batch_first`` else ``(n_q, batch, embed_dim)``, or
                 ``(n_q, embed_dim)`` unbatched.
             key, value: ``(batch, n_k, kdim|vdim)`` in the same layout; None with a static ``cache``.
-            key_mask: boolean ``(batch, n_k)`` (``(n_k,)`` unbatched), **True = a real key**.
+            key_mask: boolean ``(batch, n_k)`` (``(n_k,)`` unbatched), **True = a real key**; with a cache ``n_k``
+                counts the cached keys and the new ones.
             attn_mask: boolean ``(n_q, n_k)`` or ``(batch|1, num_heads|1, n_q, n_k)``, **True = may attend**.
             need_weights: also return the weights; if False, run PyTorch's fused kernel and return None for them.
             average_attn_weights: average the returned weights over heads (else per head).
@@ -308,7 +318,8 @@ class MultiHeadAttention(nn.Module):
                 queries and keys both start at 0 (``"upper_left"``, as PyTorch's ``is_causal``); with one the new
                 queries follow the cached keys (``"lower_right"``), see :mod:`attention_course.masks`.
             cache: a :class:`KVCache`: the new keys and values are appended to it and all of them attended to; or,
-                static, the keys and values to use.
+                static, the keys and values to use (then without ``is_causal`` or a rotary hook: those keys have
+                no positions). A call that raises leaves the cache unchanged.
 
         Returns:
             :class:`~attention_course.attention.AttentionOutput` ``(output, weights)``: output in the query's layout;
