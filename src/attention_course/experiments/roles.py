@@ -17,6 +17,7 @@ import math
 import torch
 from torch import nn
 
+from .. import masks
 from .._checks import ArrayLike, as_tensor, same_kind, to_output
 from ..attention import scaled_dot_product_attention
 from .recall import AttentionHead
@@ -153,9 +154,7 @@ class PreviousTokenModel(nn.Module):
         self.pos_embed = nn.Parameter(torch.randn(length, d_model) / math.sqrt(d_model))
         self.head = AttentionHead(d_model, d_k, tie_qk=tie_qk)
         self.unembed = nn.Linear(d_k, vocab, bias=False)
-        allowed = torch.ones(length, length, dtype=torch.bool)
-        if causal:
-            allowed = allowed.tril()
+        allowed = masks.causal_mask(length) if causal else torch.ones(length, length, dtype=torch.bool)
         if mask_self:
             allowed &= ~torch.eye(length, dtype=torch.bool)
         self.register_buffer("mask", allowed, persistent=False)
