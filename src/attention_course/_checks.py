@@ -6,8 +6,9 @@ computation itself is written once, in torch; these helpers convert at the bound
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -93,3 +94,38 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, .
             f"v {tuple(v.shape)} are not broadcastable"
         ) from None
     return (*batch, q.shape[-2], k.shape[-2])
+
+
+class AttentionInputs(NamedTuple):
+    """Queries, keys and values checked and ready for an attention function (:func:`attention_inputs`)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    mask: torch.Tensor | None  #: boolean, expanded (a view) to the scores' shape
+    scale: float
+    dtype: torch.dtype  #: the inputs' dtype, to return results in
+    as_numpy: bool  #: the inputs were numpy arrays
+    scores_shape: tuple[int, ...]  #: ``(..., n_q, n_k)``
+
+
+def attention_inputs(q: Any, k: Any, v: Any, mask: Any, scale: float | None) -> AttentionInputs:
+    """What every attention function does first: accept numpy or torch (not a mix), check the shapes with
+    :func:`check_qkv` and the mask with :func:`check_bool_mask`, default ``scale`` to 1/√d_k, and compute
+    float16/bfloat16 in float32 (as fused kernels do; q·k can exceed float16's 65504)."""
+    names, xs = ["q", "k", "v"], [q, k, v]
+    if mask is not None:
+        names, xs = [*names, "mask"], [*xs, mask]
+    as_numpy = same_kind(names, xs)
+    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
+    target = check_qkv(qt, kt, vt)
+    mt = None
+    if mask is not None:
+        mt = as_tensor("mask", mask, floating=False)
+        check_bool_mask(mt, target)
+        mt = mt.expand(target)  # a view: no memory
+    scale = 1.0 / math.sqrt(qt.shape[-1]) if scale is None else scale
+    dtype = qt.dtype
+    if dtype in LOW_PRECISION:
+        qt, kt, vt = qt.float(), kt.float(), vt.float()
+    return AttentionInputs(qt, kt, vt, mt, float(scale), dtype, as_numpy, target)

@@ -20,7 +20,15 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._checks import LOW_PRECISION, ArrayLike, as_tensor, check_bool_mask, check_qkv, same_kind, to_output
+from ._checks import (
+    LOW_PRECISION,
+    ArrayLike,
+    as_tensor,
+    attention_inputs,
+    check_qkv,
+    same_kind,
+    to_output,
+)
 
 __all__ = [
     "AttentionOutput",
@@ -127,26 +135,11 @@ def scaled_dot_product_attention(
         ValueError: fewer than 2 dimensions, d_k of q and k differ, n_k of k and v differ, batch dimensions or
             the mask not broadcastable.
     """
-    names, xs = ["q", "k", "v"], [q, k, v]
-    if mask is not None:
-        names, xs = [*names, "mask"], [*xs, mask]
-    as_numpy = same_kind(names, xs)
-    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
-    target = check_qkv(qt, kt, vt)
-    mt = None
-    if mask is not None:
-        mt = as_tensor("mask", mask, floating=False)
-        check_bool_mask(mt, target)
-        mt = mt.expand(target)
-    if scale is None:
-        scale = 1.0 / math.sqrt(qt.shape[-1])
-    dtype = qt.dtype
-    if dtype in LOW_PRECISION:  # fp16/bf16: accumulate in float32 as fused kernels do; q·k can exceed 65504
-        qt, kt, vt = qt.float(), kt.float(), vt.float()
-    scores = (qt @ kt.transpose(-2, -1)) * scale
-    weights = _softmax_torch(scores, -1, mt)
-    out = weights @ vt
-    return AttentionOutput(to_output(out.to(dtype), as_numpy), to_output(weights.to(dtype), as_numpy))
+    x = attention_inputs(q, k, v, mask, scale)
+    scores = (x.q @ x.k.transpose(-2, -1)) * x.scale
+    weights = _softmax_torch(scores, -1, x.mask)
+    out = weights @ x.v
+    return AttentionOutput(to_output(out.to(x.dtype), x.as_numpy), to_output(weights.to(x.dtype), x.as_numpy))
 
 
 def attention_per_query(

@@ -34,7 +34,15 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import LOW_PRECISION, ArrayLike, as_tensor, check_bool_mask, check_qkv, same_kind, to_output
+from ._checks import (
+    LOW_PRECISION,
+    ArrayLike,
+    as_tensor,
+    attention_inputs,
+    check_bool_mask,
+    same_kind,
+    to_output,
+)
 from .masks import causal_block
 
 __all__ = [
@@ -245,30 +253,15 @@ class TileStep:
 
 
 def _prepare(q, k, v, mask, scale, causal, block_q, block_k):
-    names, xs = ["q", "k", "v"], [q, k, v]
-    if mask is not None:
-        names, xs = [*names, "mask"], [*xs, mask]
-    as_numpy = same_kind(names, xs)
-    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
-    target = check_qkv(qt, kt, vt)
+    x = attention_inputs(q, k, v, mask, scale)
     for name, b in (("block_q", block_q), ("block_k", block_k)):
         if not isinstance(b, int) or isinstance(b, bool) or b < 1:
             raise ValueError(f"{name} must be a positive integer, got {b!r}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    mt = None
-    if mask is not None:
-        mt = as_tensor("mask", mask, floating=False)
-        check_bool_mask(mt, target)
-        mt = mt.expand(target)  # a view: no memory
-    if scale is None:
-        scale = 1.0 / math.sqrt(qt.shape[-1])
-    dtype = qt.dtype
-    if dtype in LOW_PRECISION:  # fp16/bf16: scores, softmax and accumulation in float32, as fused kernels do
-        qt, kt, vt = qt.float(), kt.float(), vt.float()
-    batch = target[:-2]
-    qt, kt, vt = qt.expand(*batch, *qt.shape[-2:]), kt.expand(*batch, *kt.shape[-2:]), vt.expand(*batch, *vt.shape[-2:])
-    return as_numpy, dtype, qt, kt, vt, mt, batch, float(scale)
+    batch = x.scores_shape[:-2]
+    qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
+    return x.as_numpy, x.dtype, qt, kt, vt, x.mask, batch, x.scale
 
 
 def _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k) -> Iterator[TileStep]:
