@@ -73,6 +73,21 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
+def _profiled(fn: Callable[[], object], profile_memory: bool = False):
+    """``fn()`` run under :mod:`torch.profiler` (CPU activity); its result is dropped, the profile returned."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=profile_memory)
+    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
+        prof.start()
+    try:
+        fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    return prof
+
+
 def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cpu") -> int:
     """Peak bytes of tensor memory that ``fn()`` allocates on ``device`` above what was live when it started.
 
@@ -94,17 +109,7 @@ def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cp
         return int(peak)
     if device.type != "cpu":
         raise ValueError(f"peak_memory_bytes measures 'cpu' or 'cuda', got {device}")
-    from torch.profiler import ProfilerActivity, profile
-
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
-        prof.start()
-    try:
-        result = fn()
-        del result
-    finally:
-        with _quiet_stderr():
-            prof.stop()
+    prof = _profiled(fn, profile_memory=True)
     records = []
     for e in prof.profiler.kineto_results.events():
         if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU:
@@ -121,17 +126,7 @@ def count_copies(fn: Callable[[], object]) -> int:
     """Data copies (``aten::copy_`` and ``aten::clone`` calls, counted by :mod:`torch.profiler`) made by ``fn()``
     (chapter 4): the data movement in which two implementations of the same matrix products differ. Exact and
     the same on every machine for a given PyTorch version, unlike a time."""
-    from torch.profiler import ProfilerActivity, profile
-
-    prof = profile(activities=[ProfilerActivity.CPU])
-    with _quiet_stderr():  # the profiler's C++ side logs a timestamped line at start and stop
-        prof.start()
-    try:
-        fn()
-    finally:
-        with _quiet_stderr():
-            prof.stop()
-    return sum(e.name in ("aten::copy_", "aten::clone") for e in prof.events())
+    return sum(e.name in ("aten::copy_", "aten::clone") for e in _profiled(fn).events())
 
 
 def _sync(device: torch.device | None) -> None:

@@ -270,7 +270,7 @@ class MultiHeadAttention(nn.Module):
         if self.rotary is not None:
             q = self.rotary(q, positions=torch.arange(start, start + q.shape[2], device=q.device))
             k = self.rotary(k, positions=torch.arange(start, start + k.shape[2], device=k.device))
-        n_k = start + k.shape[2] if cache is not None and not static else k.shape[2]
+        n_k = start + k.shape[2]  # with a cache that grows, the cached keys and the new ones
         # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned).
         causal = None if not is_causal else ("lower_right" if cache is not None else "upper_left")
         # Every check before the cache is written: a refused call leaves it as it was.
