@@ -228,17 +228,16 @@ def attention_mask(
                 f"({batch}|1, {num_heads}|1, {n_q}, {n_k}), got {tuple(attn_mask.shape)}"
             )
         mask = attn_mask if attn_mask.ndim == 4 else attn_mask[None, None]
+    keys = tri = None
     if key_mask is not None:
         if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
             raise TypeError(f"key_mask must be a boolean tensor (True = a real key), got {_describe(key_mask)}{hint}")
         if tuple(key_mask.shape) != (batch, n_k):
             raise ValueError(f"key_mask must have shape (batch, n_k) = {(batch, n_k)}, got {tuple(key_mask.shape)}")
-        km = key_mask[:, None, None, :]
-        mask = km if mask is None else mask & km
+        keys = key_mask_to_attn_mask(key_mask)
     if causal is not None:
         tri = causal_mask(n_q, n_k, alignment=causal, device=device)[None, None]
-        mask = tri if mask is None else mask & tri
-    return mask
+    return combine_masks(mask, keys, tri)
 
 
 def from_torch_masks(
