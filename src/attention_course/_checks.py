@@ -7,7 +7,7 @@ computation itself is written once, in torch; these helpers convert at the bound
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,6 +18,168 @@ ArrayLike = np.ndarray | torch.Tensor
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+# ------------------------------------------------------------------------------------------------ describing
+def describe(x: object) -> str:
+    """What an argument is, for an error message: ``float32 tensor of shape (2, 3)``, ``int 3``, ``list``."""
+    if isinstance(x, torch.Tensor):
+        where = "" if x.device.type == "cpu" else f" on {x.device}"
+        return f"{x.dtype} tensor of shape {tuple(x.shape)}{where}"
+    if isinstance(x, np.ndarray):
+        return f"{x.dtype} numpy array of shape {x.shape}"
+    if isinstance(x, (bool, int, float, str, np.generic)) or x is None:
+        return f"{type(x).__name__} {x!r}"
+    return type(x).__name__
+
+
+# ---------------------------------------------------------------------------------------------- plain values
+def check_int(name: str, value: object, *, low: int | None = 1, high: int | None = None) -> int:
+    """``value`` as a Python int in ``[low, high]`` (``None``: no bound). ``TypeError`` for a bool, a float or
+    anything not an integer (numpy integers are accepted); ``ValueError`` for an integer out of range."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {describe(value)}")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        wanted = {1: "a positive integer", 0: "a non-negative integer"}.get(low, f"an integer ≥ {low}")
+        if high is not None:
+            wanted = f"an integer in [{low}, {high}]" if low is not None else f"an integer ≤ {high}"
+        raise ValueError(f"{name} must be {wanted}, got {value}")
+    return value
+
+
+def check_real(
+    name: str,
+    value: object,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
+    """``value`` as a finite Python float in the interval given (``open_*`` excludes the end). ``TypeError`` for
+    a bool or a non-number (a 0-d tensor or numpy scalar is accepted); ``ValueError`` for NaN, ±inf or out of
+    range."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+    value = float(value)
+    below = low is not None and (value <= low if open_low else value < low)
+    above = high is not None and (value >= high if open_high else value > high)
+    if not math.isfinite(value) or below or above:
+        lo = "(-inf" if low is None else ("(" if open_low else "[") + f"{low:g}"
+        hi = "inf)" if high is None else f"{high:g}" + (")" if open_high else "]")
+        raise ValueError(f"{name} must be a finite number in {lo}, {hi}, got {value!r}")
+    return value
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` must be a bool (``TypeError`` otherwise: ``causal=1`` or ``causal="yes"`` is refused)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {describe(value)}")
+    return bool(value)
+
+
+def check_choice(name: str, value: object, choices: Sequence[object]) -> Any:
+    """``value`` must be one of ``choices`` (``ValueError`` naming them)."""
+    if not isinstance(value, (str, int, float, type(None))) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}")
+    return value
+
+
+def check_callable(name: str, value: object, what: str = "a function") -> Callable:
+    if not callable(value):
+        raise TypeError(f"{name} must be {what}, got {describe(value)}")
+    return value
+
+
+def check_instance(name: str, value: object, cls: type | tuple[type, ...]) -> Any:
+    """``value`` must be an instance of ``cls`` (``TypeError`` naming the class wanted)."""
+    if not isinstance(value, cls):
+        wanted = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+        raise TypeError(f"{name} must be a {wanted}, got {describe(value)}")
+    return value
+
+
+def check_device(name: str, value: object) -> torch.device:
+    """A ``torch.device`` or a string torch understands (``"cpu"``, ``"cuda:0"``, ``"mps"``)."""
+    if isinstance(value, torch.device):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a torch.device or a string such as 'cpu', got {describe(value)}")
+    try:
+        return torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{name} must name a device such as 'cpu', 'cuda' or 'cuda:0', got {value!r}") from None
+
+
+def check_dtype(name: str, value: object, *, floating: bool = True) -> torch.dtype:
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype such as torch.float32, got {describe(value)}")
+    if floating and not value.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point torch.dtype, got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------- tensors
+KINDS = {"floating": "a floating-point", "integer": "an integer", "bool": "a boolean", None: "a"}
+
+
+def _has_kind(t: torch.Tensor, kind: str | None) -> bool:
+    if kind == "floating":
+        return t.is_floating_point()
+    if kind == "integer":
+        return not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
+    if kind == "bool":
+        return t.dtype == torch.bool
+    return True
+
+
+def check_tensor(
+    name: str,
+    x: object,
+    *,
+    kind: str | None = "floating",
+    ndim: int | Sequence[int] | None = None,
+    layout: str = "",
+) -> torch.Tensor:
+    """``x`` must be a torch tensor of ``kind`` (``"floating"``, ``"integer"``, ``"bool"`` or None for any) with
+    ``ndim`` dimensions (one number or the numbers allowed). ``layout`` describes the expected shape in the
+    message, e.g. ``"(batch, n, d_model)"``. Costs the shape and the dtype, never a pass over the data."""
+    if not isinstance(x, torch.Tensor):
+        hint = " (convert it with torch.as_tensor)" if isinstance(x, (list, tuple, np.ndarray)) else ""
+        raise TypeError(f"{name} must be a torch tensor {layout}{hint}, got {describe(x)}".replace("  ", " "))
+    if not _has_kind(x, kind):
+        raise TypeError(f"{name} must be {KINDS[kind]} tensor {layout}, got {describe(x)}".replace("  ", " "))
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if x.ndim not in allowed:
+            dims = " or ".join(map(str, allowed))
+            raise ValueError(f"{name} must have {dims} dimensions {layout}, got shape {tuple(x.shape)}")
+    return x
+
+
+def check_same_device(names: Sequence[str], xs: Sequence[torch.Tensor]) -> torch.device:
+    """All tensors on one device (``ValueError`` listing where each one is); return that device."""
+    devices = {x.device for x in xs}
+    if len(devices) > 1:
+        where = ", ".join(f"{n} on {x.device}" for n, x in zip(names, xs, strict=True))
+        raise ValueError(f"expected all tensors on one device, got {where}; move them with .to(device)")
+    return xs[0].device
+
+
+def check_token_ids(name: str, ids: object, vocab: int, *, ndim: int | Sequence[int] = 2,
+                    layout: str = "(batch, n)") -> torch.Tensor:
+    """Integer token ids in ``[0, vocab)``. The range check reads the ids (the one pass over data the package's
+    checks make: ids are d_model times smaller than the embeddings they select, and an out-of-range id on a GPU
+    is an unrecoverable device-side assert rather than an error)."""
+    t = check_tensor(name, ids, kind="integer", ndim=ndim, layout=f"of token ids {layout}")
+    if t.numel():
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"{name} must hold token ids in [0, {vocab}), got ids in [{lo}, {hi}]")
+    return t
+
+
 def as_tensor(name: str, x: Any, *, floating: bool = True) -> torch.Tensor:
     """Return ``x`` as a torch tensor (sharing memory with a numpy array), checking its kind and dtype."""
     if isinstance(x, torch.Tensor):
@@ -25,9 +187,10 @@ def as_tensor(name: str, x: Any, *, floating: bool = True) -> torch.Tensor:
     elif isinstance(x, np.ndarray):
         t = torch.from_numpy(np.ascontiguousarray(x))
     else:
-        raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
+        hint = " (convert a list with np.asarray or torch.as_tensor)" if isinstance(x, (list, tuple)) else ""
+        raise TypeError(f"{name} must be a numpy array or a torch tensor{hint}, got {describe(x)}")
     if floating and not t.is_floating_point():
-        raise TypeError(f"{name} must have a floating-point dtype, got {t.dtype}")
+        raise TypeError(f"{name} must have a floating-point dtype, got {describe(x)}")
     return t
 
 
