@@ -12,12 +12,11 @@ import pkgutil
 import re
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
+from bad_inputs import BadInput
 
 import attention_course
-from bad_inputs import BadInput
 
 CASE_MODULES = sorted(p.stem for p in (Path(__file__).parent / "bad_inputs").glob("*.py") if p.stem != "__init__")
 CASES: list[BadInput] = [
@@ -25,7 +24,9 @@ CASES: list[BadInput] = [
 ]
 #: Records a function returns and no function takes back as input (each case module lists its own as RESULTS):
 #: there is no bad input to give them.
-RESULT_TYPES = {id(r): r for m in CASE_MODULES for r in getattr(importlib.import_module(f"bad_inputs.{m}"), "RESULTS", ())}
+RESULT_TYPES = {
+    id(r): r for m in CASE_MODULES for r in getattr(importlib.import_module(f"bad_inputs.{m}"), "RESULTS", ())
+}
 
 
 def _public_names() -> dict[str, object]:
