@@ -33,7 +33,7 @@ def test_padding_mask_errors():
         masks.padding_mask(tokens=torch.zeros(2, 3), pad_id=0)
     with pytest.raises(ValueError, match=r"\(batch, n\)"):
         masks.padding_mask(tokens=torch.zeros(3, dtype=torch.long), pad_id=0)
-    with pytest.raises(ValueError, match="exceeds max_len=2"):
+    with pytest.raises(ValueError, match="at most max_len=2"):
         masks.padding_mask([3], max_len=2)
     with pytest.raises(ValueError, match="non-negative"):
         masks.padding_mask([-1, 2])
@@ -61,9 +61,9 @@ def test_causal_mask_alignments():
             torch.testing.assert_close(
                 F.scaled_dot_product_attention(q[:, :n_q], k[:, :n_k], v[:, :n_k], attn_mask=mask),
                 F.scaled_dot_product_attention(q[:, :n_q], k[:, :n_k], v[:, :n_k], attn_mask=theirs(n_q, n_k)))
-    with pytest.raises(ValueError, match="n_q must be a positive integer"):
-        masks.causal_mask(0)
-    with pytest.raises(ValueError, match="needs alignment"):
+    with pytest.raises(ValueError, match="n_q must be a non-negative integer"):
+        masks.causal_mask(-1)
+    with pytest.raises(ValueError, match="alignment must be 'upper_left'"):
         masks.causal_mask(2, 5)
     with pytest.raises(ValueError, match="alignment must be one of"):
         masks.causal_mask(2, 5, alignment="top_left")
@@ -80,7 +80,7 @@ def test_combine_masks():
     assert masks.combine_masks(None, None) is None
     with pytest.raises(TypeError, match="boolean"):
         masks.combine_masks(causal, causal.float())
-    with pytest.raises(ValueError, match="do not broadcast"):
+    with pytest.raises(ValueError, match="must broadcast"):
         masks.combine_masks(causal, torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"\(batch, n_k\)"):
         masks.key_mask_to_attn_mask(causal[None])
@@ -138,7 +138,7 @@ def test_masks_from_torch_float_and_errors():
     assert allowed.tolist() == [[True, False], [True, True]]
     with pytest.raises(ValueError, match="only 0 and -inf"):
         from_torch_masks(attn_mask=torch.tensor([[0.0, -1.0]]))
-    with pytest.raises(ValueError, match="needs num_heads"):
+    with pytest.raises(ValueError, match="num_heads must be given"):
         from_torch_masks(attn_mask=torch.zeros(6, 2, 2, dtype=torch.bool))
     with pytest.raises(TypeError, match="boolean or floating"):
         from_torch_masks(key_padding_mask=torch.zeros(2, 3, dtype=torch.long))
@@ -158,3 +158,24 @@ def test_attention_mask_combines_and_checks_what_a_layer_is_given():
         masks.attention_mask(2, 4, 3, 3, attn_mask=torch.ones(2, 3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"key_mask must have shape \(batch, n_k\) = \(2, 3\)"):
         masks.attention_mask(2, 4, 3, 3, key_mask=torch.ones(3, dtype=torch.bool))
+
+
+@pytest.mark.filterwarnings("ignore:Lower right causal bias")
+@pytest.mark.parametrize(("n_q", "n_k"), [(0, 3), (3, 0), (0, 0), (5, 2)])
+def test_causal_mask_edges_match_pytorch(n_q, n_k):
+    """Zero queries or keys give an empty mask; lower-right with more queries than keys leaves the first
+    queries without keys: both as PyTorch's own causal biases."""
+    from torch.nn.attention.bias import causal_lower_right, causal_upper_left
+
+    for ours, theirs in (("upper_left", causal_upper_left), ("lower_right", causal_lower_right)):
+        mask = masks.causal_mask(n_q, n_k, alignment=ours)
+        assert mask.shape == (n_q, n_k)
+        assert torch.equal(mask, theirs(n_q, n_k)._materialize())
+
+
+def test_padding_mask_edges():
+    assert masks.padding_mask([]).shape == (0, 0)
+    assert masks.padding_mask([], 4).shape == (0, 4)
+    assert masks.padding_mask([0, 2], 3).tolist() == [[False, False, False], [True, True, False]]
+    assert torch.equal(masks.padding_mask(torch.tensor([1, 2])), masks.padding_mask([1, 2]))
+    assert masks.attention_mask(2, 1, 0, 3, causal="upper_left").shape == (1, 1, 0, 3)

@@ -153,8 +153,8 @@ def check_tensor(
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if x.ndim not in allowed:
-            dims = " or ".join(map(str, allowed))
-            raise ValueError(f"{name} must have {dims} dimensions {layout}, got shape {tuple(x.shape)}")
+            dims = " or ".join(f"{d}-D" for d in allowed)
+            raise ValueError(f"{name} must be {dims} {layout}, got shape {tuple(x.shape)}".replace("  ", " "))
     return x
 
 

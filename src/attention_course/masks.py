@@ -29,6 +29,8 @@ from typing import Literal
 
 import torch
 
+from ._checks import check_choice, check_device, check_int, check_same_device, check_tensor, describe
+
 __all__ = [
     "ALIGNMENTS",
     "Alignment",
@@ -47,20 +49,14 @@ Alignment = Literal["upper_left", "lower_right"]
 ALIGNMENTS: tuple[str, ...] = ("upper_left", "lower_right")
 
 
-def _positive_int(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _describe(x: object) -> str:
-    return f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-
-
-def _check_bool(name: str, m: object, what: str = "True = may attend") -> torch.Tensor:
+def _check_bool(name: str, m: object, what: str = "True = may attend", hint: str = "") -> torch.Tensor:
     if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
-        raise TypeError(f"{name} must be a boolean tensor ({what}), got {_describe(m)}")
+        raise TypeError(f"{name} must be a boolean tensor ({what}), got {describe(m)}{hint}")
     return m
+
+
+def _device(device: object) -> torch.device | None:
+    return None if device is None else check_device("device", device)
 
 
 def padding_mask(
@@ -81,30 +77,39 @@ def padding_mask(
 
     Its negation ``~mask`` is PyTorch's ``key_padding_mask``.
 
+    At the edges: an empty batch (``lengths=[]``) gives a ``(0, max_len or 0)`` mask; a length 0 gives a row of
+    padding only, a query row that attends to nothing (the package's attention then returns zeros there).
+
     Raises:
-        TypeError: tokens not an integer tensor; neither or both ways of calling used.
+        TypeError: tokens not an integer tensor, lengths not integers, ``pad_id``/``max_len`` not integers;
+            neither or both ways of calling used.
         ValueError: lengths not 1-D, negative or longer than ``max_len``; tokens not 2-D.
     """
     if (lengths is None) == (tokens is None):
-        raise TypeError("padding_mask needs either lengths (with optional max_len) or tokens= and pad_id=, not both")
+        given = "both" if tokens is not None else "neither"
+        raise TypeError(f"padding_mask must be given either lengths (with optional max_len) or tokens= and pad_id=; "
+                        f"got {given}")
     if tokens is not None:
         if pad_id is None:
-            raise TypeError("padding_mask(tokens=...) needs pad_id")
-        if not isinstance(tokens, torch.Tensor) or tokens.is_floating_point() or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be an integer tensor of token ids, got {_describe(tokens)}")
-        if tokens.ndim != 2:
-            raise ValueError(f"tokens must have shape (batch, n), got {tuple(tokens.shape)}")
+            raise TypeError("padding_mask(tokens=...) must be given pad_id too, got pad_id=None")
+        check_int("pad_id", pad_id, low=None)
+        check_tensor("tokens", tokens, kind="integer", ndim=2, layout="of token ids (batch, n)")
         return tokens != pad_id
-    lengths_t = torch.as_tensor(lengths, device=device)
-    if lengths_t.ndim != 1 or lengths_t.is_floating_point():
-        raise ValueError(f"lengths must be a 1-D integer sequence (batch,), got shape {tuple(lengths_t.shape)} "
-                         f"and dtype {lengths_t.dtype}")
+    device = _device(device)
+    if isinstance(lengths, torch.Tensor):
+        lengths_t = check_tensor("lengths", lengths, kind="integer", ndim=1, layout="(batch,)")
+        lengths_t = lengths_t if device is None else lengths_t.to(device)
+    else:
+        if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+            raise TypeError(f"lengths must be a sequence of integers or a 1-D integer tensor, got {describe(lengths)}")
+        values = [check_int(f"lengths[{i}]", v, low=0) for i, v in enumerate(lengths)]
+        lengths_t = torch.tensor(values, dtype=torch.long, device=device)
     if lengths_t.numel() and int(lengths_t.min()) < 0:
         raise ValueError(f"lengths must be non-negative, got {lengths_t.tolist()}")
     longest = int(lengths_t.max()) if lengths_t.numel() else 0
-    n = longest if max_len is None else int(max_len)
+    n = longest if max_len is None else check_int("max_len", max_len, low=0)
     if longest > n:
-        raise ValueError(f"a length {longest} exceeds max_len={n}")
+        raise ValueError(f"every length must be at most max_len={n}, got a length {longest}")
     return torch.arange(n, device=lengths_t.device)[None, :] < lengths_t[:, None]
 
 
@@ -116,10 +121,12 @@ def causal_block(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.
 
     Args:
         q_positions: ``(n_q,)`` integer positions of the queries. k_positions: ``(n_k,)`` of the keys.
+
+    At the edges: zero queries or zero keys give an empty ``(n_q, n_k)`` mask.
     """
     for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
-        if not isinstance(p, torch.Tensor) or p.ndim != 1 or p.is_floating_point() or p.dtype == torch.bool:
-            raise TypeError(f"{name} must be a 1-D integer tensor of positions, got {_describe(p)}")
+        check_tensor(name, p, kind="integer", ndim=1, layout="of positions (n,)")
+    check_same_device(("q_positions", "k_positions"), (q_positions, k_positions))
     return k_positions[None, :] <= q_positions[:, None]
 
 
@@ -138,18 +145,24 @@ def causal_mask(
             ``"lower_right"`` (the queries are the last ``n_q`` positions: query ``i`` sees ``j ≤ i + n_k − n_q``).
             Required when ``n_q ≠ n_k``; for a square mask both give ``tril(ones(n, n))``.
 
+    At the edges: ``n_q = 0`` or ``n_k = 0`` gives an empty mask. With ``"lower_right"`` and ``n_q > n_k`` the
+    first ``n_q − n_k`` queries precede every key and see none (PyTorch's ``causal_lower_right`` agrees).
+
     Raises:
-        ValueError: non-positive sizes, an unknown alignment, or none given for ``n_q ≠ n_k``.
+        TypeError: sizes that are not integers.
+        ValueError: negative sizes, an unknown alignment, or none given for ``n_q ≠ n_k``.
     """
-    n_q = _positive_int("n_q", n_q)
-    n_k = n_q if n_k is None else _positive_int("n_k", n_k)
+    n_q = check_int("n_q", n_q, low=0)
+    n_k = n_q if n_k is None else check_int("n_k", n_k, low=0)
     if alignment is None and n_q != n_k:
         raise ValueError(
-            f"a causal mask with n_q={n_q} != n_k={n_k} needs alignment='upper_left' (queries start at key 0, "
-            "as PyTorch's is_causal) or 'lower_right' (queries are the last positions, as with a KV cache)"
+            f"alignment must be 'upper_left' (queries start at key 0, as PyTorch's is_causal) or 'lower_right' "
+            f"(queries are the last positions, as with a KV cache) when n_q != n_k; got n_q={n_q}, n_k={n_k} "
+            "and no alignment"
         )
-    if alignment is not None and alignment not in ALIGNMENTS:
-        raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
+    if alignment is not None:
+        check_choice("alignment", alignment, ALIGNMENTS)
+    device = _device(device)
     first_q = n_k - n_q if alignment == "lower_right" else 0
     q_pos = torch.arange(first_q, first_q + n_q, device=device)
     return causal_block(q_pos, torch.arange(n_k, device=device))
@@ -158,8 +171,7 @@ def causal_mask(
 def key_mask_to_attn_mask(key_mask: torch.Tensor) -> torch.Tensor:
     """``(batch, n_k)`` key mask → ``(batch, 1, 1, n_k)``, broadcastable to ``(batch, heads, n_q, n_k)``."""
     _check_bool("key_mask", key_mask, "True = real key")
-    if key_mask.ndim != 2:
-        raise ValueError(f"key_mask must have shape (batch, n_k), got {tuple(key_mask.shape)}")
+    check_tensor("key_mask", key_mask, kind="bool", ndim=2, layout="(batch, n_k)")
     return key_mask[:, None, None, :]
 
 
@@ -172,16 +184,18 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
 
     Raises:
         TypeError: a mask that is not a boolean tensor.
-        ValueError: masks whose shapes do not broadcast.
+        ValueError: masks whose shapes do not broadcast, or masks on different devices.
     """
-    present = [_check_bool(f"mask {i}", m) for i, m in enumerate(masks) if m is not None]
-    if not present:
+    named = [(f"masks[{i}]", _check_bool(f"masks[{i}]", m)) for i, m in enumerate(masks) if m is not None]
+    if not named:
         return None
+    present = [m for _, m in named]
+    check_same_device([n for n, _ in named], present)
     try:
         torch.broadcast_shapes(*(m.shape for m in present))
     except RuntimeError:
-        shapes = ", ".join(str(tuple(m.shape)) for m in present)
-        raise ValueError(f"mask shapes {shapes} do not broadcast to a common (..., n_q, n_k)") from None
+        shapes = ", ".join(f"{n} {tuple(m.shape)}" for n, m in named)
+        raise ValueError(f"masks must broadcast to a common (..., n_q, n_k); got shapes {shapes}") from None
     out = present[0]
     for m in present[1:]:
         out = out & m
@@ -209,15 +223,20 @@ def attention_mask(
         attn_mask: boolean ``(n_q, n_k)`` or ``(batch|1, num_heads|1, n_q, n_k)``, True = may attend.
         causal: add a causal mask with this alignment (None: no causal mask).
 
+    At the edges: zero queries or keys give an empty mask; a row that may attend to no key is kept as it is
+    (the attention functions return zeros there).
+
     Raises:
-        TypeError: a mask that is not boolean (with the hint to convert PyTorch's masks).
-        ValueError: a mask of the wrong shape.
+        TypeError: a mask that is not boolean (with the hint to convert PyTorch's masks); sizes not integers.
+        ValueError: a mask of the wrong shape or on another device than ``device``; negative sizes.
     """
+    for name, size in (("batch", batch), ("num_heads", num_heads), ("n_q", n_q), ("n_k", n_k)):
+        check_int(name, size, low=0)
+    device = _device(device)
     mask = None
     hint = "; convert PyTorch's masks with masks.from_torch_masks"
     if attn_mask is not None:
-        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool:
-            raise TypeError(f"attn_mask must be a boolean tensor (True = may attend), got {_describe(attn_mask)}{hint}")
+        _check_bool("attn_mask", attn_mask, hint=hint)
         ok = attn_mask.ndim == 2 and tuple(attn_mask.shape) == (n_q, n_k)
         if attn_mask.ndim == 4:
             b, h = attn_mask.shape[:2]
@@ -230,11 +249,17 @@ def attention_mask(
         mask = attn_mask if attn_mask.ndim == 4 else attn_mask[None, None]
     keys = tri = None
     if key_mask is not None:
-        if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
-            raise TypeError(f"key_mask must be a boolean tensor (True = a real key), got {_describe(key_mask)}{hint}")
+        _check_bool("key_mask", key_mask, "True = a real key", hint)
         if tuple(key_mask.shape) != (batch, n_k):
             raise ValueError(f"key_mask must have shape (batch, n_k) = {(batch, n_k)}, got {tuple(key_mask.shape)}")
         keys = key_mask_to_attn_mask(key_mask)
+    given = [(n, m) for n, m in (("attn_mask", attn_mask), ("key_mask", key_mask)) if m is not None]
+    if given:
+        check_same_device([n for n, _ in given], [m for _, m in given])
+        where = given[0][1].device
+        if device is not None and (where.type != device.type or device.index not in (None, where.index)):
+            raise ValueError(f"masks must be on device={device}, got {given[0][0]} on {given[0][1].device}")
+        device = given[0][1].device
     if causal is not None:
         tri = causal_mask(n_q, n_k, alignment=causal, device=device)[None, None]
     return combine_masks(mask, keys, tri)
@@ -257,28 +282,35 @@ def from_torch_masks(
 
     Returns:
         ``(key_mask, attn_mask)``, ``None`` where the input was ``None``.
+
+    A float mask is read once to check that it holds only 0 and ``-inf`` (a conversion reads every entry anyway).
     """
 
     def allowed(name: str, m: object) -> torch.Tensor:
-        if not isinstance(m, torch.Tensor):
-            raise TypeError(f"{name} must be a torch tensor, got {type(m).__name__}")
+        check_tensor(name, m, kind=None)
         if m.dtype == torch.bool:
             return ~m
         if m.is_floating_point():
             if not bool(((m == 0) | (m == float("-inf"))).all()):
-                raise ValueError(f"float {name} must hold only 0 and -inf to have a boolean equivalent")
+                raise ValueError(f"float {name} must hold only 0 and -inf to have a boolean equivalent; got "
+                                 "other values (an additive bias, which a boolean mask cannot express)")
             return m == 0
-        raise TypeError(f"{name} must be boolean or floating point, got dtype {m.dtype}")
+        raise TypeError(f"{name} must be boolean or floating point, got {describe(m)}")
 
-    key_mask = None if key_padding_mask is None else allowed("key_padding_mask", key_padding_mask)
+    if num_heads is not None:
+        check_int("num_heads", num_heads)
+    key_mask = None
+    if key_padding_mask is not None:
+        key_mask = allowed("key_padding_mask", key_padding_mask)
+        check_tensor("key_padding_mask", key_padding_mask, kind=None, ndim=2, layout="(batch, n_k)")
     am = None
     if attn_mask is not None:
         am = allowed("attn_mask", attn_mask)
         if am.ndim == 3:
             if num_heads is None or am.shape[0] % num_heads:
                 raise ValueError(
-                    f"a 3-D attn_mask of shape {tuple(am.shape)} = (batch·num_heads, n_q, n_k) needs "
-                    f"num_heads dividing its first dimension, got num_heads={num_heads}"
+                    f"num_heads must be given and divide the first dimension of a 3-D attn_mask "
+                    f"(batch·num_heads, n_q, n_k); got num_heads={num_heads} for shape {tuple(am.shape)}"
                 )
             am = am.unflatten(0, (-1, num_heads))
         elif am.ndim != 2:
@@ -302,6 +334,7 @@ def to_torch_masks(
     """
     if key_mask is not None:
         _check_bool("key_mask", key_mask, "True = real key")
+        check_tensor("key_mask", key_mask, kind="bool", ndim=2, layout="(batch, n_k)")
     if attn_mask is not None:
         _check_bool("attn_mask", attn_mask)
     kpm = None if key_mask is None else ~key_mask
