@@ -78,3 +78,21 @@ def test_rope_errors():
         apply_rope(torch.ones(3, 5))
     with pytest.raises(ValueError, match=r"positions must have shape \(n,\)"):
         apply_rope(torch.ones(3, 4), positions=torch.arange(4))
+
+
+def test_edges_empty_and_low_precision():
+    """Empty inputs give empty outputs; float16/bfloat16 come back in their own dtype, close to float32."""
+    assert sinusoidal_encoding(0, 4).shape == (0, 4)
+    assert rope_angles(0, 4).shape == (0, 2) and rope_angles(3, 0).shape == (3, 0)
+    for shape in [(2, 0, 4), (0, 3, 4), (2, 3, 0)]:
+        x = torch.randn(shape)
+        assert torch.equal(apply_rope(x), x)
+    pe = SinusoidalPositionalEncoding(4, max_len=8)
+    assert pe(torch.zeros(2, 0, 4)).shape == (2, 0, 4)
+    x = torch.randn(2, 5, 8)
+    for dtype in (torch.float16, torch.bfloat16):
+        out = apply_rope(x.to(dtype))
+        assert out.dtype == dtype
+        torch.testing.assert_close(out.float(), apply_rope(x), atol=2e-2, rtol=2e-2)
+        assert pe(x[..., :4].to(dtype)).dtype == dtype
+    assert pe(x[..., :4].double()).dtype == torch.float64

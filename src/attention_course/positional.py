@@ -18,15 +18,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ._checks import check_device, check_dtype, check_int, check_real, check_same_device, check_tensor, describe
+
 __all__ = ["SinusoidalPositionalEncoding", "apply_rope", "rope_angles", "sinusoidal_encoding"]
 
 
-def _check_dims(n: int, d: int, name_d: str = "d_model") -> None:
-    for name, v in (("n", n), (name_d, d)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+def _check_dims(n: object, d: object, name_d: str = "d_model", *, min_d: int = 0) -> tuple[int, int]:
+    n, d = check_int("n", n, low=0), check_int(name_d, d, low=min_d)
     if d % 2:
         raise ValueError(f"{name_d} must be even (coordinates come in (sin, cos) pairs), got {d}")
+    return n, d
+
+
+def _check_base(base: object) -> float:
+    """Frequencies ``base^(-2i/d)`` need a positive base (0 gives inf and NaN columns, a negative one complex)."""
+    return check_real("base", base, low=0.0, open_low=True)
 
 
 def sinusoidal_encoding(
@@ -43,10 +49,17 @@ def sinusoidal_encoding(
     :math:`PE_{p,2i} = \sin(p\,\omega_i)`, :math:`PE_{p,2i+1} = \cos(p\,\omega_i)`,
     :math:`\omega_i = \text{base}^{-2i/d_\text{model}}` (chapter 5). Computed in float64, returned in ``dtype``.
 
+    At the edges: ``n = 0`` gives a ``(0, d_model)`` tensor.
+
     Raises:
-        ValueError: ``n`` or ``d_model`` not positive, ``d_model`` odd.
+        TypeError: ``n``, ``d_model`` or ``offset`` not integers, ``base`` not a number, ``dtype`` not floating.
+        ValueError: negative ``n`` or ``offset``, ``d_model`` odd, ``base`` not positive and finite.
     """
-    _check_dims(n, d_model)
+    n, d_model = _check_dims(n, d_model)
+    offset = check_int("offset", offset, low=0)
+    base = _check_base(base)
+    dtype = check_dtype("dtype", dtype)
+    device = None if device is None else check_device("device", device)
     pos = torch.arange(offset, offset + n, dtype=torch.float64, device=device)[:, None]
     omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64, device=device) / d_model)
     pe = torch.empty(n, d_model, dtype=torch.float64, device=device)
@@ -73,18 +86,28 @@ class SinusoidalPositionalEncoding(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
+        check_int("d_model", d_model)
+        check_int("max_len", max_len)
+        check_real("dropout", dropout, low=0.0, high=1.0)
         self.d_model, self.max_len = d_model, max_len
         pe = sinusoidal_encoding(max_len, d_model, base=base, dtype=dtype or torch.get_default_dtype(), device=device)
         self.register_buffer("pe", pe, persistent=False)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """``x``: ``(batch, n, d_model)`` → ``x + PE[offset : offset + n]``, same shape."""
-        if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"expected (batch, n, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        """``x``: ``(batch, n, d_model)`` → ``x + PE[offset : offset + n]``, same shape and dtype.
+
+        At the edges: ``n = 0`` or batch 0 returns the empty ``x``; an integer ``x`` is refused (adding the
+        encoding to token ids would truncate it to integers).
+        """
+        check_tensor("x", x, ndim=3, layout=f"(batch, n, d_model={self.d_model})")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (batch, n, d_model={self.d_model}), got {tuple(x.shape)}")
         n = x.shape[1]
-        if offset < 0 or offset + n > self.max_len:
-            raise ValueError(f"positions {offset}..{offset + n - 1} exceed max_len={self.max_len}")
+        offset = check_int("offset", offset, low=0)
+        if offset + n > self.max_len:
+            raise ValueError(f"positions offset..offset + n - 1 must be below max_len={self.max_len}, got "
+                             f"{offset}..{offset + n - 1}")
         return self.dropout(x + self.pe[offset : offset + n].to(x.dtype))
 
 
@@ -98,12 +121,22 @@ def rope_angles(
 ) -> torch.Tensor:
     r"""The rotation angles :math:`p\,\theta_i` of RoPE, :math:`\theta_i = \text{base}^{-2i/d}`: ``(n, d/2)``, float64.
 
-    ``positions`` (shape ``(n,)``) overrides the default ``0, …, n − 1``.
+    ``positions`` (shape ``(n,)``, integer or floating) overrides the default ``0, …, n − 1``.
+
+    At the edges: ``n = 0`` or ``d = 0`` gives an empty tensor.
+
+    Raises:
+        TypeError: sizes not integers, ``positions`` not a real tensor.
+        ValueError: negative sizes, odd ``d``, ``positions`` not of shape ``(n,)``, ``base`` not positive.
     """
-    _check_dims(n, d, "d")
+    n, d = _check_dims(n, d, "d")
+    base = _check_base(base)
     if positions is None:
-        pos = torch.arange(n, dtype=torch.float64, device=device)
+        pos = torch.arange(n, dtype=torch.float64, device=None if device is None else check_device("device", device))
     else:
+        check_tensor("positions", positions, kind=None, layout="(n,)")
+        if positions.dtype == torch.bool or positions.is_complex():
+            raise TypeError(f"positions must be an integer or floating tensor (n,), got {describe(positions)}")
         if positions.shape != (n,):
             raise ValueError(f"positions must have shape (n,) = ({n},), got {tuple(positions.shape)}")
         pos = positions.to(torch.float64)
@@ -119,15 +152,18 @@ def apply_rope(x: torch.Tensor, *, base: float = 10000.0, positions: torch.Tenso
     Rotations preserve norms, and :math:`\text{rope}(q, m)\cdot\text{rope}(k, n)` depends only on
     :math:`m - n`. ``positions`` ``(n,)`` defaults to ``0, …, n − 1``.
 
+    At the edges: an empty ``x`` (``n = 0``, ``d = 0`` or batch 0) is returned as it is. Low precision: the
+    angles are computed in float64 and their cosines and sines rounded to ``x``'s dtype.
+
     Raises:
         TypeError: ``x`` not a floating-point tensor.
-        ValueError: fewer than 2 dimensions, odd ``d``.
+        ValueError: fewer than 2 dimensions, odd ``d``, ``positions`` on another device than ``x``.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"x must be a floating-point tensor (..., n, d), got {got}")
+    check_tensor("x", x, layout="(..., n, d)")
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., n, d), got {tuple(x.shape)}")
+    if positions is not None and isinstance(positions, torch.Tensor):
+        check_same_device(("x", "positions"), (x, positions))
     n, d = x.shape[-2], x.shape[-1]
     ang = rope_angles(n, d, base=base, positions=positions, device=x.device)
     cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
