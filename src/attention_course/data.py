@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from ._checks import check_choice, check_instance, check_int
+
 if TYPE_CHECKING:
     from .train import Sampler
 
@@ -59,14 +61,14 @@ def associative_recall(
         generator: the random source.
 
     Returns:
-        A :class:`RecallBatch`.
+        A :class:`RecallBatch`. At the edges: ``batch = 0`` gives empty tensors.
+
+    Raises:
+        TypeError: sizes not integers, ``generator`` not a ``torch.Generator``.
+        ValueError: ``batch < 0``, ``n_pairs`` outside ``[1, key_vocab]``, ``value_vocab < 2``.
     """
-    if not 1 <= n_pairs <= key_vocab:
-        raise ValueError(
-            f"need 1 <= n_pairs <= key_vocab (keys are distinct), got n_pairs={n_pairs}, key_vocab={key_vocab}"
-        )
-    if value_vocab < 2:
-        raise ValueError(f"need at least 2 values, got value_vocab={value_vocab}")
+    _check_recall(batch, n_pairs, key_vocab, value_vocab)
+    _check_generator(generator)
     keys = torch.rand(batch, key_vocab, generator=generator).argsort(dim=1)[:, :n_pairs]
     values = torch.randint(0, value_vocab, (batch, n_pairs), generator=generator)
     position = torch.randint(0, n_pairs, (batch,), generator=generator)
@@ -74,14 +76,31 @@ def associative_recall(
     return RecallBatch(keys, values, keys[rows, position], values[rows, position], position)
 
 
+def _check_recall(batch: object, n_pairs: object, key_vocab: object, value_vocab: object, min_batch: int = 0) -> None:
+    check_int("batch", batch, low=min_batch)
+    key_vocab = check_int("key_vocab", key_vocab)
+    check_int("n_pairs", n_pairs, low=1, high=key_vocab)  # keys are distinct within a sequence
+    check_int("value_vocab", value_vocab, low=2)
+
+
+def _check_generator(generator: object) -> None:
+    if generator is not None:
+        check_instance("generator", generator, torch.Generator)
+
+
+def _new_generator(seed: object) -> torch.Generator:
+    return torch.Generator().manual_seed(check_int("seed", seed, low=0))
+
+
 def recall_sampler(batch: int, n_pairs: int, key_vocab: int, value_vocab: int, seed: int) -> Sampler:
     """A seeded stream of :func:`associative_recall` batches for :func:`attention_course.train.fit` (chapters 2–3):
     ``step -> ((keys, values, query), target)``.
 
     The batches are drawn in order from one generator seeded with ``seed`` (``step`` is not used), so two samplers
-    with the same arguments give the same stream.
+    with the same arguments give the same stream. The arguments are checked here, once (``batch ≥ 1``).
     """
-    g = torch.Generator().manual_seed(seed)
+    _check_recall(batch, n_pairs, key_vocab, value_vocab, min_batch=1)
+    g = _new_generator(seed)
 
     def sample(step: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         b = associative_recall(batch, n_pairs, key_vocab, value_vocab, g)
@@ -100,20 +119,31 @@ def previous_token(
 
     Returns:
         ``(tokens, targets)``, both ``(batch, length)``; ``targets[:, 0] = -100`` (no previous token; ignored by
-        ``torch.nn.functional.cross_entropy``).
+        ``torch.nn.functional.cross_entropy``). At the edges: ``batch = 0`` gives empty tensors.
+
+    Raises:
+        TypeError: sizes not integers, ``generator`` not a ``torch.Generator``.
+        ValueError: ``batch < 0``, ``length < 2``, ``vocab < 1``.
     """
-    if length < 2:
-        raise ValueError(f"need length >= 2, got {length}")
+    _check_previous(batch, length, vocab)
+    _check_generator(generator)
     tokens = torch.randint(0, vocab, (batch, length), generator=generator)
     targets = torch.full_like(tokens, -100)
     targets[:, 1:] = tokens[:, :-1]
     return tokens, targets
 
 
+def _check_previous(batch: object, length: object, vocab: object, min_batch: int = 0) -> None:
+    check_int("batch", batch, low=min_batch)
+    check_int("length", length, low=2)
+    check_int("vocab", vocab)
+
+
 def previous_token_sampler(batch: int, length: int, vocab: int, seed: int) -> Sampler:
     """A seeded stream of :func:`previous_token` batches for :func:`attention_course.train.fit` (chapter 3):
-    ``step -> ((tokens,), targets)``, drawn in order from one generator seeded with ``seed``."""
-    g = torch.Generator().manual_seed(seed)
+    ``step -> ((tokens,), targets)``, drawn in order from one generator seeded with ``seed`` (``batch ≥ 1``)."""
+    _check_previous(batch, length, vocab, min_batch=1)
+    g = _new_generator(seed)
 
     def sample(step: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         tokens, targets = previous_token(batch, length, vocab, g)
@@ -171,16 +201,18 @@ def reverse_digits(
 
     Returns:
         A :class:`Seq2SeqBatch` with ``src`` ``(batch, max_len)`` and ``tgt`` ``(batch, max_len + 2)``.
+        At the edges: ``batch = 0`` gives empty tensors.
 
     Raises:
-        ValueError: ``1 <= min_len <= max_len`` violated, ``n_symbols < 2`` or an unknown split.
+        TypeError: sizes not integers, ``generator`` not a ``torch.Generator``.
+        ValueError: ``batch < 0``, ``1 <= min_len <= max_len`` violated, ``n_symbols < 2`` or an unknown split.
     """
-    if not 1 <= min_len <= max_len:
-        raise ValueError(f"need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
-    if n_symbols < 2:
-        raise ValueError(f"need at least 2 symbols, got n_symbols={n_symbols}")
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    check_int("batch", batch, low=0)
+    max_len = check_int("max_len", max_len)
+    check_int("min_len", min_len, low=1, high=max_len)
+    check_int("n_symbols", n_symbols, low=2)
+    check_choice("split", split, ("train", "test"))
+    _check_generator(generator)
     want_test = split == "test"
     digits = torch.empty(batch, max_len, dtype=torch.long)
     lengths = torch.empty(batch, dtype=torch.long)
