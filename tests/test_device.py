@@ -30,3 +30,16 @@ def test_seeded_restores_after_an_error_and_checks_its_seed():
     for bad in (1.0, "3", True, None):
         with pytest.raises(TypeError, match="seed must be an integer"), seeded(bad):
             pass
+
+
+def test_get_device_names_what_it_returns(monkeypatch):
+    from attention_course.device import get_device
+
+    monkeypatch.delenv("ATTENTION_COURSE_DEVICE", raising=False)
+    assert get_device("cpu") == torch.device("cpu")
+    assert get_device(torch.device("cpu")) == torch.device("cpu")
+    monkeypatch.setenv("ATTENTION_COURSE_DEVICE", "cpu")
+    assert get_device() == torch.device("cpu")
+    monkeypatch.setenv("ATTENTION_COURSE_DEVICE", "tpu")
+    with pytest.raises(ValueError, match="ATTENTION_COURSE_DEVICE"):
+        get_device()

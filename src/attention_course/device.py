@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ._checks import check_device, check_int
+
 __all__ = ["get_device", "seed_everything", "seeded"]
 
 
@@ -22,10 +24,19 @@ def get_device(prefer: str | None = None) -> torch.device:
 
     Returns:
         A ``torch.device``. Notebook cells print only results that do not depend on it.
+
+    Raises:
+        TypeError: ``prefer`` not a string or ``torch.device``.
+        ValueError: a name torch does not know, or a CUDA/MPS device this machine does not have.
     """
-    name = prefer or os.environ.get("ATTENTION_COURSE_DEVICE")
-    if name:
-        return torch.device(name)
+    source = "prefer" if prefer is not None else "ATTENTION_COURSE_DEVICE"
+    name = prefer if prefer is not None else os.environ.get("ATTENTION_COURSE_DEVICE")
+    if name is not None and name != "":
+        device = check_device(source, name)
+        if not _available(device):
+            raise ValueError(f"{source} must name a device this machine has, got {str(device)!r} "
+                             f"(available: {', '.join(_available_types())})")
+        return device
     if torch.cuda.is_available():
         return torch.device("cuda")
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -33,8 +44,28 @@ def get_device(prefer: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+def _available_types() -> list[str]:
+    mps = getattr(torch.backends, "mps", None)
+    return ["cpu"] + ["cuda"] * torch.cuda.is_available() + ["mps"] * bool(mps is not None and mps.is_available())
+
+
+def _available(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    return device.type in _available_types() or device.type == "meta"
+
+
+#: NumPy's legacy generator takes seeds in [0, 2**32).
+MAX_SEED = 2**32 - 1
+
+
 def seed_everything(seed: int = 0) -> None:
-    """Seed Python's, NumPy's and PyTorch's (CPU and CUDA) random number generators."""
+    """Seed Python's, NumPy's and PyTorch's (CPU and CUDA) random number generators.
+
+    Raises:
+        TypeError: ``seed`` is not an integer. ValueError: ``seed`` outside ``[0, 2**32)`` (NumPy's range).
+    """
+    seed = check_int("seed", seed, low=0, high=MAX_SEED)
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 -- the legacy global RNG is what unseeded user code draws from
     torch.manual_seed(seed)
@@ -52,10 +83,9 @@ def seeded(seed: int) -> Iterator[None]:
             model = build()
 
     Raises:
-        TypeError: ``seed`` is not an integer.
+        TypeError: ``seed`` is not an integer. ValueError: a negative ``seed``.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    seed = check_int("seed", seed, low=0)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         yield
