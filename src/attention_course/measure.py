@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from ._checks import check_callable, check_device, check_flag, check_int, describe
+
 __all__ = [
     "PEAK_TFLOPS_16BIT",
     "attention_flops",
@@ -47,8 +49,8 @@ def cpu_threads(n: int | None) -> Iterator[None]:
     Raises:
         ValueError: ``n`` is not a positive integer or None.
     """
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-        raise ValueError(f"n must be a positive integer or None, got {n!r}")
+    if n is not None:
+        check_int("n", n)
     before = torch.get_num_threads()
     if n is not None:
         torch.set_num_threads(n)
@@ -96,8 +98,12 @@ def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cp
     allocation by allocation; ``tracemalloc`` cannot see these allocations, which bypass Python's allocator).
     On CUDA it uses ``torch.cuda.max_memory_allocated`` after resetting the peak. Outputs of ``fn`` count
     (they are allocated during the call); its inputs, allocated before, do not.
+
+    Raises:
+        TypeError: ``fn`` not callable. ValueError: a device other than the CPU or CUDA.
     """
-    device = torch.device(device)
+    check_callable("fn", fn, "a function of no arguments")
+    device = check_device("device", device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -108,7 +114,7 @@ def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cp
         del result
         return int(peak)
     if device.type != "cpu":
-        raise ValueError(f"peak_memory_bytes measures 'cpu' or 'cuda', got {device}")
+        raise ValueError(f"device must be 'cpu' or 'cuda' (what peak_memory_bytes can measure), got {device}")
     prof = _profiled(fn, profile_memory=True)
     records = []
     for e in prof.profiler.kineto_results.events():
@@ -126,6 +132,7 @@ def count_copies(fn: Callable[[], object]) -> int:
     """Data copies (``aten::copy_`` and ``aten::clone`` calls, counted by :mod:`torch.profiler`) made by ``fn()``
     (chapter 4): the data movement in which two implementations of the same matrix products differ. Exact and
     the same on every machine for a given PyTorch version, unlike a time."""
+    check_callable("fn", fn, "a function of no arguments")
     return sum(e.name in ("aten::copy_", "aten::clone") for e in _profiled(fn).events())
 
 
@@ -161,16 +168,17 @@ def time_interleaved(
             bad ``num_threads`` (as :func:`cpu_threads`).
         TypeError: a value of ``fns`` that is not callable.
     """
+    if not isinstance(fns, Mapping):
+        raise TypeError(f"fns must be a mapping name → function, got {describe(fns)}")
     if not fns:
         raise ValueError("fns must name at least one function, got an empty mapping")
     for name, fn in fns.items():
-        if not callable(fn):
-            raise TypeError(f"fns[{name!r}] must be a function of no arguments, got {type(fn).__name__}")
-    if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
-        raise ValueError(f"reps must be a positive integer, got {reps!r}")
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    dev = None if device is None else torch.device(device)
+        check_callable(f"fns[{name!r}]", fn, "a function of no arguments")
+    check_int("reps", reps)
+    check_int("warmup", warmup, low=0)
+    if num_threads is not None:
+        check_int("num_threads", num_threads)
+    dev = None if device is None else check_device("device", device)
     names = list(fns)
     times: dict[str, list[float]] = {name: [] for name in names}
     with cpu_threads(num_threads):
@@ -196,8 +204,15 @@ def attention_flops(
     per weighted value, over the (query, key) pairs that are computed — all ``n_q·n_k`` of them, or the
     ``Σ_i min(i+1, n_k)`` pairs a causal mask allows. ``batch`` counts batch × heads. Softmax and rescaling are
     not counted (the usual convention, e.g. FlashAttention's benchmarks, which use ``4·n²·d`` and its half for
-    causal)."""
-    d_v = d_k if d_v is None else d_v
+    causal). At the edges: any size 0 gives 0. Causal pairs are counted with upper-left alignment.
+
+    Raises:
+        TypeError: sizes not integers, ``causal`` not a bool. ValueError: negative sizes.
+    """
+    batch, n_q, n_k, d_k = (check_int(n, v, low=0) for n, v in zip(("batch", "n_q", "n_k", "d_k"),
+                                                                     (batch, n_q, n_k, d_k), strict=True))
+    d_v = d_k if d_v is None else check_int("d_v", d_v, low=0)
+    causal = check_flag("causal", causal)
     if causal:
         full = min(n_q, n_k)
         pairs = full * (full + 1) // 2 + max(0, n_q - n_k) * n_k
@@ -228,6 +243,8 @@ PEAK_TFLOPS_16BIT: dict[str, float] = {
 def device_peak_tflops(name: str) -> float | None:
     """The dense 16-bit tensor-core peak (TFLOP/s) of a GPU from its name (``torch.cuda.get_device_name()``), or
     None when the table :data:`PEAK_TFLOPS_16BIT` does not know it."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a GPU's name (a string), got {describe(name)}")
     for key, value in PEAK_TFLOPS_16BIT.items():
         if key.lower() in name.lower():
             return value
@@ -241,9 +258,16 @@ def device_peak_tflops(name: str) -> float | None:
 
 def device_name(device: str | torch.device = "cpu") -> str:
     """A readable name of the device measurements ran on: the GPU's name for CUDA, the CPU's model otherwise
-    (from ``/proc/cpuinfo`` where there is one, else :func:`platform.processor`), with the architecture."""
-    device = torch.device(device)
+    (from ``/proc/cpuinfo`` where there is one, else :func:`platform.processor`), with the architecture.
+
+    Raises:
+        ValueError: a CUDA device this machine does not have.
+    """
+    device = check_device("device", device)
     if device.type == "cuda":
+        if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
+            raise ValueError(f"device must be a device this machine has, got {device} (CUDA devices: "
+                             f"{torch.cuda.device_count()})")
         return torch.cuda.get_device_name(device)
     model = ""
     cpuinfo = Path("/proc/cpuinfo")
@@ -310,16 +334,19 @@ def write_results(
         The path written.
 
     Raises:
-        TypeError: ``results`` or ``settings`` is not a mapping, or holds something JSON cannot store.
+        TypeError: ``path`` not a path, ``results`` or ``settings`` not a mapping or holding something JSON
+            cannot store.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path, got {describe(path)}")
     for name, value in (("results", results), ("settings", settings)):
         if not isinstance(value, Mapping):
-            raise TypeError(f"{name} must be a mapping (name → value), got {type(value).__name__}")
+            raise TypeError(f"{name} must be a mapping (name → value), got {describe(value)}")
     record = {"provenance": provenance(device), "settings": dict(settings), "results": dict(results)}
     try:
         text = json.dumps(record, indent=2, allow_nan=True) + "\n"
     except TypeError as err:
-        raise TypeError(f"results and settings must be JSON-serialisable: {err}") from None
+        raise TypeError(f"results and settings must be JSON-serialisable, got {err}") from None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
