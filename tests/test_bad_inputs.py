@@ -44,9 +44,17 @@ def _public_names() -> dict[str, object]:
     return found
 
 
+def _takes_arguments(obj: object) -> bool:
+    try:
+        return bool(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return True
+
+
 def _needs_a_case(key: str, obj: object) -> bool:
-    """Constants and type aliases take no input; result records are listed in RESULT_TYPES."""
-    if not callable(obj) or getattr(obj, "__module__", "") == "typing":
+    """Constants, type aliases and functions of no arguments take no input; result records are listed in
+    RESULT_TYPES."""
+    if not callable(obj) or getattr(obj, "__module__", "") == "typing" or not _takes_arguments(obj):
         return False
     return id(obj) not in RESULT_TYPES
 

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm  # the plain text bar: tqdm.auto warns (with a local path) when ipywidgets is absent
 
+from ._checks import LOW_PRECISION, check_callable, check_flag, check_instance, check_int, check_real, check_tensor
+from ._checks import describe
 from .device import seeded
 from .measure import cpu_threads
 
@@ -52,10 +54,17 @@ def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, clip: float
         ``loss`` as a float.
 
     Raises:
-        ValueError: ``loss`` is not a scalar.
+        TypeError: ``optimizer`` not an optimiser, ``loss`` not a floating-point tensor.
+        ValueError: ``loss`` not a scalar or not connected to any parameter; ``clip`` not positive.
     """
+    check_instance("optimizer", optimizer, torch.optim.Optimizer)
+    check_tensor("loss", loss, layout="()")
     if loss.ndim != 0:
         raise ValueError(f"loss must be a scalar tensor, got shape {tuple(loss.shape)}")
+    if not loss.requires_grad:
+        raise ValueError("loss must be computed from parameters that require gradients, got a loss with "
+                         "requires_grad=False (computed under torch.no_grad(), or detached?)")
+    clip = None if clip is None else check_real("clip", clip, low=0.0, open_low=True)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if clip is not None:
@@ -90,22 +99,70 @@ def fit(
 
     Returns:
         A :class:`History`.
+
+    Raises:
+        TypeError: ``model`` not a module, ``sample`` or a ``track`` value not callable, a sampled batch that
+            is not ``(inputs, targets)``.
+        ValueError: ``steps < 1``, ``lr ≤ 0``, ``weight_decay < 0``, ``clip ≤ 0``; logits and targets whose
+            shapes disagree.
     """
-    if steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps}")
+    _check_model("model", model)
+    check_callable("sample", sample, "a function step -> (inputs, targets)")
+    check_int("steps", steps)
+    check_real("lr", lr, low=0.0, open_low=True)
+    check_real("weight_decay", weight_decay, low=0.0)
+    track = _check_track(track)
+    check_flag("progress", progress)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     hist = History(extra={name: [] for name in (track or {})})
     model.train()
     for step in tqdm(range(steps), disable=not progress, desc="training"):
-        inputs, targets = sample(step)
-        logits = model(*inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+        inputs, targets = _batch(sample(step))
+        loss = _cross_entropy(model(*inputs), targets)
         hist.loss.append(train_step(opt, loss, clip))
         with torch.no_grad():
             for name, f in (track or {}).items():
                 hist.extra[name].append(float(f(model)))
     model.eval()
     return hist
+
+
+def _check_model(name: str, model: object) -> nn.Module:
+    check_instance(name, model, nn.Module)
+    if next(model.parameters(), None) is None:
+        raise ValueError(f"{name} must have parameters to train, got a {type(model).__name__} without any")
+    return model
+
+
+def _check_track(track: object) -> dict[str, Callable[[nn.Module], float]]:
+    if track is None:
+        return {}
+    if not isinstance(track, dict):
+        raise TypeError(f"track must be a dict name -> f(model), got {describe(track)}")
+    for name, f in track.items():
+        check_callable(f"track[{name!r}]", f, "a function f(model) -> float")
+    return track
+
+
+def _batch(batch: object) -> tuple[Inputs, torch.Tensor]:
+    """A sampler's ``(inputs, targets)``, checked: inputs a tuple or list of tensors, targets a tensor."""
+    if not (isinstance(batch, tuple) and len(batch) == 2 and isinstance(batch[0], (tuple, list))):
+        raise TypeError(f"sample(step) must return (inputs, targets) with inputs a tuple of tensors, got "
+                        f"{describe(batch)}")
+    return tuple(batch[0]), _targets(batch[1])
+
+
+def _targets(targets: object) -> torch.Tensor:
+    return check_tensor("targets", targets, kind="integer", layout="of class ids (...)")
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``(..., K)`` logits against ``(...)`` class ids, ``-100`` ignored."""
+    check_tensor("logits", logits, layout="(..., n_classes)")
+    if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
+        raise ValueError(f"targets must have the model's logits' shape without the last axis: got logits "
+                         f"{tuple(logits.shape)} = (..., n_classes) and targets {tuple(targets.shape)}")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
 class Evaluation(NamedTuple):
@@ -125,13 +182,22 @@ def evaluate(model: nn.Module, inputs: Inputs, targets: torch.Tensor) -> Evaluat
     """Accuracy and cross-entropy of ``model(*inputs)`` against ``targets``, in evaluation mode, from one forward pass.
 
     Returns:
-        An :class:`Evaluation`.
+        An :class:`Evaluation`. At the edges: with no position to score (empty batch, or every target ``-100``)
+        both are NaN, as the mean of nothing is (and as ``F.cross_entropy`` returns).
+
+    Raises:
+        TypeError: ``model`` not a module, ``inputs`` not a tuple, ``targets`` not integer class ids.
+        ValueError: logits and targets whose shapes disagree.
     """
+    check_instance("model", model, nn.Module)
+    if not isinstance(inputs, (tuple, list)):
+        raise TypeError(f"inputs must be a tuple of the model's inputs, got {describe(inputs)}")
+    targets = _targets(targets)
     model.eval()
     logits = model(*inputs)
+    loss = _cross_entropy(logits, targets)
     keep = targets != -100
     correct = logits.argmax(dim=-1)[keep] == targets[keep]
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
     return Evaluation(float(correct.float().mean()), float(loss))
 
 
@@ -181,9 +247,22 @@ def run_seeds(
         One :class:`SeedRun` per seed, in the order of ``seeds``.
 
     Raises:
-        ValueError: ``seeds`` empty or repeated.
-        TypeError: a seed is not an integer.
+        ValueError: ``seeds`` empty or repeated, a negative seed; the settings :func:`fit` refuses.
+        TypeError: a seed is not an integer; ``build`` or ``make_sampler`` not callable; ``test`` not a pair.
     """
+    if isinstance(build, nn.Module) or not callable(build):  # a model is callable, but is not a builder
+        raise TypeError(f"build must be a function () -> a new model, called once per seed; got {describe(build)}")
+    check_callable("make_sampler", make_sampler, "a function seed -> sampler")
+    if not (isinstance(test, tuple) and len(test) == 2):
+        raise TypeError(f"test must be a pair (inputs, targets), got {describe(test)}")
+    if not isinstance(seeds, Sequence) or isinstance(seeds, str):
+        raise TypeError(f"seeds must be a sequence of integers, got {describe(seeds)}")
+    for i, seed in enumerate(seeds):
+        check_int(f"seeds[{i}]", seed, low=0)
+    check_int("steps", steps)
+    check_real("lr", lr, low=0.0, open_low=True)
+    if threads is not None:
+        check_int("threads", threads)
     if len(seeds) == 0:
         raise ValueError("seeds must name at least one seed, got none")
     if len(set(seeds)) != len(seeds):
@@ -200,7 +279,18 @@ def run_seeds(
 
 
 def mean_std(values: Sequence[float], digits: int = 3) -> str:
-    """``"mean ± std"`` over seeds (sample standard deviation), rounded for printing."""
+    """``"mean ± std"`` over seeds (sample standard deviation), rounded for printing. One value has std 0.
+
+    Raises:
+        TypeError: a value that is not a real number, ``digits`` not an integer.
+        ValueError: no values, a NaN or infinite value, negative ``digits``.
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor)):
+        raise TypeError(f"values must be a sequence of numbers, got {describe(values)}")
+    values = [check_real(f"values[{i}]", v) for i, v in enumerate(values)]
+    if not values:
+        raise ValueError("values must hold at least one number, got an empty sequence")
+    check_int("digits", digits, low=0)
     m = statistics.fmean(values)
     s = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{m:.{digits}f} ± {s:.{digits}f}"
@@ -216,11 +306,11 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 
     rate peaks at ``factor / sqrt(d_model · warmup)``.
 
     Raises:
-        ValueError: ``step < 1``, ``d_model < 1`` or ``warmup < 1``.
+        TypeError: ``step``, ``d_model`` or ``warmup`` not integers, ``factor`` not a number.
+        ValueError: ``step < 1``, ``d_model < 1``, ``warmup < 1`` or ``factor < 0``.
     """
-    if step < 1 or d_model < 1 or warmup < 1:
-        raise ValueError(f"need step >= 1, d_model >= 1, warmup >= 1; got step={step}, d_model={d_model}, "
-                         f"warmup={warmup}")
+    step, d_model, warmup = check_int("step", step), check_int("d_model", d_model), check_int("warmup", warmup)
+    factor = check_real("factor", factor, low=0.0)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -240,19 +330,34 @@ def label_smoothed_cross_entropy(
         logits: ``(N, K)`` (or ``(..., K)``, flattened). targets: ``(N,)`` class ids (or ``(...)``).
         smoothing: :math:`\epsilon \in [0, 1)`.
         ignore_index: targets equal to it do not count (mean over the others).
+
+    Returns:
+        A scalar in the logits' dtype (float16/bfloat16 are computed in float32, float64 in float64). At the
+        edges: with no target to score (empty, or all ``ignore_index``) the loss is NaN, as ``F.cross_entropy``'s.
+
+    Raises:
+        TypeError: logits not floating point, targets not integer class ids.
+        ValueError: shapes that disagree, a target outside ``[0, K)`` (other than ``ignore_index``),
+            ``smoothing`` outside ``[0, 1)``.
     """
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"logits (..., K) and targets (...) disagree: got {tuple(logits.shape)} and "
-                         f"{tuple(targets.shape)}")
-    logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).float(), dim=-1)
+    check_tensor("logits", logits, layout="(..., K)")
+    check_tensor("targets", targets, kind="integer", layout="of class ids (...)")
+    check_real("smoothing", smoothing, low=0.0, high=1.0, open_high=True)
+    check_int("ignore_index", ignore_index, low=None)
+    if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
+        raise ValueError(f"targets must have the logits' shape without the last axis K: got logits "
+                         f"{tuple(logits.shape)} = (..., K) and targets {tuple(targets.shape)}")
+    work = torch.float32 if logits.dtype in LOW_PRECISION else logits.dtype
+    logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).to(work), dim=-1)
     y = targets.reshape(-1)
     keep = y != ignore_index
     logp, y = logp[keep], y[keep]
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= logits.shape[-1]):  # y is already a fresh copy
+        raise ValueError(f"targets must be class ids in [0, {logits.shape[-1]}) or ignore_index={ignore_index}, "
+                         f"got ids in [{int(y.min())}, {int(y.max())}]")
     nll = -logp.gather(1, y[:, None]).squeeze(1)
     uniform = -logp.mean(dim=-1)
-    return ((1.0 - smoothing) * nll + smoothing * uniform).mean()
+    return ((1.0 - smoothing) * nll + smoothing * uniform).mean().to(logits.dtype)
 
 
 Seq2SeqSampler = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -286,9 +391,29 @@ def fit_seq2seq(
 
     Returns:
         A :class:`History` with the loss per step and ``extra["lr"]``, the learning rate used at each step.
+
+    Raises:
+        TypeError: ``model`` not a module with an integer ``d_model``; ``sample`` not callable or a batch that
+            is not two integer tensors; settings of the wrong kind.
+        ValueError: ``steps < 1``, ``warmup < 1``, ``label_smoothing`` outside ``[0, 1)``, ``betas`` outside
+            ``[0, 1)``, ``eps ≤ 0``, ``clip ≤ 0``.
     """
-    if steps < 1:
-        raise ValueError(f"steps must be positive, got {steps}")
+    _check_model("model", model)
+    if not isinstance(getattr(model, "d_model", None), int):
+        raise TypeError(f"model must have an integer d_model (the schedule's width), got {type(model).__name__} "
+                        f"with d_model={getattr(model, 'd_model', None)!r}")
+    check_callable("sample", sample, "a function step -> (src, tgt)")
+    check_int("steps", steps)
+    check_int("pad_id", pad_id, low=None)
+    check_int("warmup", warmup)
+    check_real("factor", factor, low=0.0, open_low=True)
+    check_real("label_smoothing", label_smoothing, low=0.0, high=1.0, open_high=True)
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+        raise TypeError(f"betas must be a pair (beta1, beta2), got {describe(betas)}")
+    for i, b in enumerate(betas):
+        check_real(f"betas[{i}]", b, low=0.0, high=1.0, open_high=True)
+    check_real("eps", eps, low=0.0, open_low=True)
+    check_flag("progress", progress)
     d_model = int(model.d_model)
     device = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
@@ -300,7 +425,7 @@ def fit_seq2seq(
         lr = transformer_lr(step + 1, d_model, warmup, factor)
         for group in opt.param_groups:
             group["lr"] = lr
-        src, tgt = sample(step)
+        src, tgt = _seq2seq_batch(sample(step))
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
@@ -309,6 +434,16 @@ def fit_seq2seq(
         hist.extra["lr"].append(lr)
     model.eval()
     return hist
+
+
+def _seq2seq_batch(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(batch, tuple) and len(batch) >= 2):
+        raise TypeError(f"sample(step) must return (src, tgt) token ids, got {describe(batch)}")
+    src = check_tensor("src", batch[0], kind="integer", ndim=2, layout="of token ids (batch, n_src)")
+    tgt = check_tensor("tgt", batch[1], kind="integer", ndim=2, layout="of token ids (batch, n_tgt)")
+    if tgt.shape[1] < 2:
+        raise ValueError(f"tgt must hold BOS and at least one token to predict, got shape {tuple(tgt.shape)}")
+    return src, tgt
 
 
 @torch.no_grad()
@@ -327,9 +462,25 @@ def exact_match(
 
     ``tgt`` is ``BOS y_1 … y_m EOS PAD…``; a prediction counts only if every token through EOS is right.
     Decodes with :func:`attention_course.seq2seq.greedy_decode` (at most ``tgt.shape[1] - 1`` tokens).
+
+    Raises:
+        TypeError: ``src``/``tgt`` not 2-D integer tensors, ids or ``batch_size`` not integers.
+        ValueError: ``src`` and ``tgt`` of different batch sizes, an empty batch (a fraction of no sequences is
+            undefined), ``batch_size < 1``.
     """
     from .seq2seq import greedy_decode  # late import: seq2seq.py does not depend on train.py
 
+    check_instance("model", model, nn.Module)
+    src, tgt = _seq2seq_batch((src, tgt))
+    if src.shape[0] != tgt.shape[0]:
+        raise ValueError(f"src and tgt must hold the same number of sequences, got src {tuple(src.shape)} and "
+                         f"tgt {tuple(tgt.shape)}")
+    if src.shape[0] == 0:
+        raise ValueError("src must hold at least one sequence (exact match over none is undefined), got batch 0")
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        check_int(name, value, low=0)
+    check_int("batch_size", batch_size)
+    check_flag("use_cache", use_cache)
     device = next(model.parameters()).device
     n_out = tgt.shape[1] - 1
     correct = 0
