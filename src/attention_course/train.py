@@ -19,8 +19,16 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm  # the plain text bar: tqdm.auto warns (with a local path) when ipywidgets is absent
 
-from ._checks import LOW_PRECISION, check_callable, check_flag, check_instance, check_int, check_real, check_tensor
-from ._checks import describe
+from ._checks import (
+    LOW_PRECISION,
+    check_callable,
+    check_flag,
+    check_instance,
+    check_int,
+    check_real,
+    check_tensor,
+    describe,
+)
 from .device import seeded
 from .measure import cpu_threads
 
@@ -135,13 +143,14 @@ def _check_model(name: str, model: object) -> nn.Module:
 
 
 def _check_track(track: object) -> dict[str, Callable[[nn.Module], float]]:
-    if track is None:
-        return {}
-    if not isinstance(track, dict):
+    if track is not None and not isinstance(track, dict):
         raise TypeError(f"track must be a dict name -> f(model), got {describe(track)}")
-    for name, f in track.items():
+    for name, f in (track or {}).items():
         check_callable(f"track[{name!r}]", f, "a function f(model) -> float")
-    return track
+    return track or {}
+
+
+_TARGETS = {"kind": "integer", "layout": "of class ids (...)"}  # how targets are checked
 
 
 def _batch(batch: object) -> tuple[Inputs, torch.Tensor]:
@@ -149,11 +158,7 @@ def _batch(batch: object) -> tuple[Inputs, torch.Tensor]:
     if not (isinstance(batch, tuple) and len(batch) == 2 and isinstance(batch[0], (tuple, list))):
         raise TypeError(f"sample(step) must return (inputs, targets) with inputs a tuple of tensors, got "
                         f"{describe(batch)}")
-    return tuple(batch[0]), _targets(batch[1])
-
-
-def _targets(targets: object) -> torch.Tensor:
-    return check_tensor("targets", targets, kind="integer", layout="of class ids (...)")
+    return tuple(batch[0]), check_tensor("targets", batch[1], **_TARGETS)
 
 
 def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -192,7 +197,7 @@ def evaluate(model: nn.Module, inputs: Inputs, targets: torch.Tensor) -> Evaluat
     check_instance("model", model, nn.Module)
     if not isinstance(inputs, (tuple, list)):
         raise TypeError(f"inputs must be a tuple of the model's inputs, got {describe(inputs)}")
-    targets = _targets(targets)
+    targets = check_tensor("targets", targets, **_TARGETS)
     model.eval()
     logits = model(*inputs)
     loss = _cross_entropy(logits, targets)
@@ -341,7 +346,7 @@ def label_smoothed_cross_entropy(
             ``smoothing`` outside ``[0, 1)``.
     """
     check_tensor("logits", logits, layout="(..., K)")
-    check_tensor("targets", targets, kind="integer", layout="of class ids (...)")
+    check_tensor("targets", targets, **_TARGETS)
     check_real("smoothing", smoothing, low=0.0, high=1.0, open_high=True)
     check_int("ignore_index", ignore_index, low=None)
     if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
