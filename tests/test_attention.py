@@ -178,7 +178,7 @@ def test_error_kv_length_mismatch():
 
 def test_error_mask_not_broadcastable():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 3\) is not broadcastable.*\(3, 4\)"):
+    with pytest.raises(ValueError, match=r"mask must be broadcastable.*\(3, 4\), got shape \(4, 3\)"):
         scaled_dot_product_attention(q, k, v, mask=torch.ones(4, 3, dtype=torch.bool))
 
 

@@ -157,7 +157,7 @@ def test_tiled_rejects_bad_inputs():
     q, k, v = torch.randn(4, 3), torch.randn(5, 3), torch.randn(5, 2)
     with pytest.raises(ValueError, match="block_q"):
         tiled_attention(q, k, v, block_q=0)
-    with pytest.raises(ValueError, match="block_k"):
+    with pytest.raises(TypeError, match="block_k"):
         tiled_attention(q, k, v, block_k=2.5)
     with pytest.raises(ValueError, match="d_k"):
         tiled_attention(q, torch.randn(5, 4), v)
@@ -218,8 +218,7 @@ def test_online_softmax_stable_numpy_and_errors():
     np.testing.assert_allclose(got, softmax(big), atol=1e-15)
     with pytest.raises(ValueError, match="block_size"):
         online_softmax(big, block_size=0)
-    with pytest.raises(ValueError, match="scalar"):
-        online_softmax(torch.tensor(1.0))
+    assert online_softmax(torch.tensor(-3.0)) == 1.0  # a scalar is one entry, as torch.softmax takes it
 
 
 def _random_state(gen, rows=(3,), n=5, d_v=4):
