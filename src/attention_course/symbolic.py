@@ -24,8 +24,8 @@ def symbolic_matrix(name: str, rows: int, cols: int, **assumptions: bool) -> sp.
     if not name:
         raise ValueError("name must be a non-empty string, got ''")
     rows, cols = check_int("rows", rows, low=0), check_int("cols", cols, low=0)
-    for key, value in assumptions.items():
-        if not (key.islower() and hasattr(sp.Symbol, f"is_{key}")):  # SymPy would keep a misspelt assumption without a word
+    for key, value in assumptions.items():  # SymPy would keep a misspelt assumption without a word
+        if not (key.islower() and hasattr(sp.Symbol, f"is_{key}")):
             raise ValueError(f"assumptions must be SymPy's (real, positive, integer, ...), got {key}={value!r}")
         check_flag(key, value)
     assumptions = {"real": True, **assumptions}
