@@ -6,7 +6,7 @@ the last axis (the keys), so each row of the weights sums to one.
 
 Masks are boolean and broadcastable to ``(..., n_q, n_k)`` with **True = may attend** (the convention of
 ``torch.nn.functional.scaled_dot_product_attention``). A query whose row is masked everywhere attends to
-nothing: its weights are all zero and its output row is zero, with finite gradients.
+nothing: its weights are all zero and its output row is zero, with finite gradients, as in PyTorch's.
 
 Every function accepts numpy arrays or torch tensors and returns the kind it was given.
 """

@@ -130,6 +130,8 @@ def empty_state(
         rows: the shape ``(..., r)`` of ``m`` and ``ℓ`` (a tuple of non-negative integers; ``()`` for one row).
         d_v: width of the values (None for a softmax without values).
         dtype, device: of the state's tensors.
+
+    At the edges: a 0 in ``rows`` (no rows) or ``d_v = 0`` gives empty tensors, as ``torch.full``.
     """
     if not isinstance(rows, (tuple, list, torch.Size)):
         raise TypeError(f"rows must be a tuple of non-negative integers, the shape (..., r), got {describe(rows)}")
@@ -254,7 +256,7 @@ def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, 
     returns :math:`e^{x_i - m}/\ell`. Equal to :func:`attention_course.softmax` up to rounding.
 
     Args:
-        x: logits (numpy or torch, floating point), any shape with at least one dimension.
+        x: logits (numpy or torch, floating point), any shape (a scalar is one entry).
         axis: the axis to normalise over.
         mask: optional boolean broadcastable to ``x``; False entries get weight 0, fully masked slices all zeros.
         block_size: how many entries each streaming step reads (≥ 1).
@@ -401,6 +403,10 @@ def tiled_attention(
         gives a zero output and ``lse = -inf``. float16/bfloat16 inputs are computed in float32 and returned in
         their dtype.
 
+    At the edges (as ``F.scaled_dot_product_attention`` and ``torch.logsumexp``): no keys gives a zero output and
+    ``lse = -inf``; no queries or a batch of 0 gives empty results; ``d_k = 0`` makes every score 0, so each row
+    is the mean of the values.
+
     Raises:
         TypeError / ValueError: as :func:`attention_course.scaled_dot_product_attention`, and for block sizes that
             are not positive integers.
@@ -433,7 +439,10 @@ def tiled_attention_steps(q: ArrayLike, k: ArrayLike, v: ArrayLike, **options) -
 
     For figures that step through the block-by-block rescaling. Tiles come query block by query block, key
     blocks in increasing order; the last step of a query block holds its final state, whose
-    :func:`state_output` is that block's output rows. States are torch tensors (scale already applied).
+    :func:`state_output` is that block's output rows. States are torch tensors (scale already applied). The
+    inputs are checked at the call, before the first step is asked for.
+
+    At the edges: no queries or no keys gives no steps.
     """
     defaults = {n: p.default for n, p in inspect.signature(tiled_attention).parameters.items() if n not in "qkv"}
     if set(options) - set(defaults):
