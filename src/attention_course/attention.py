@@ -43,6 +43,7 @@ __all__ = [
     "attention_entropy",
 ]
 
+
 class AttentionOutput(NamedTuple):
     """What every attention function and module of the package returns (a tuple: ``out, w = ...`` works).
 
