@@ -178,7 +178,7 @@ def test_error_kv_length_mismatch():
 
 def test_error_mask_not_broadcastable():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 3\) is not broadcastable.*\(3, 4\)"):
+    with pytest.raises(ValueError, match=r"mask must be broadcastable.*\(3, 4\), got shape \(4, 3\)"):
         scaled_dot_product_attention(q, k, v, mask=torch.ones(4, 3, dtype=torch.bool))
 
 
@@ -204,3 +204,92 @@ def test_error_types():
         scaled_dot_product_attention([[1.0]], k, v)
     with pytest.raises(TypeError, match="share a dtype"):
         scaled_dot_product_attention(q.double(), k, v)
+
+
+# --- edges: PyTorch's answers (torch 2.13, CPU) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), (0,), (2, 0, 4)])
+def test_softmax_of_empty_is_empty_as_torch(shape):
+    x = torch.randn(shape)
+    for axis in range(-len(shape), len(shape)):
+        got = softmax(x, axis)
+        assert got.shape == shape and got.dtype == x.dtype
+        torch.testing.assert_close(got, torch.softmax(x, axis))
+    assert softmax(np.zeros(shape), -1).shape == shape
+
+
+def test_softmax_of_a_scalar_is_one_as_torch():
+    for x in (torch.tensor(-7.0), torch.tensor(3.0, dtype=torch.float16)):
+        torch.testing.assert_close(softmax(x), torch.softmax(x, -1))
+    assert softmax(torch.tensor(2.0), mask=torch.tensor(False)) == 0  # a fully masked "row" of one
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("n_q", "n_k", "d_k", "d_v", "batch"),
+    [(3, 0, 4, 2, (2,)), (0, 5, 4, 2, (2,)), (3, 5, 0, 2, (2,)), (3, 5, 4, 0, (2,)), (3, 5, 4, 2, (0,)),
+     (0, 0, 0, 0, ())],
+)
+def test_attention_at_zero_lengths_equals_torch_sdpa(dtype, n_q, n_k, d_k, d_v, batch):
+    """No keys: zero rows; no queries or batch 0: empty; d_k = 0: every score 0, the mean of the values."""
+    gen = torch.Generator().manual_seed(n_q + 10 * n_k + 100 * d_k)
+    q = torch.randn(*batch, n_q, d_k, generator=gen).to(dtype)
+    k = torch.randn(*batch, n_k, d_k, generator=gen).to(dtype)
+    v = torch.randn(*batch, n_k, d_v, generator=gen).to(dtype)
+    out, w = scaled_dot_product_attention(q, k, v)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    assert out.shape == ref.shape and w.shape == (*batch, n_q, n_k) and out.dtype == w.dtype == dtype
+    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
+    if batch == (2,):  # the per-query loop takes one (n, d) problem
+        torch.testing.assert_close(attention_per_query(q[0], k[0], v[0]), ref[0], atol=1e-2, rtol=1e-2)
+    if d_k == 0 and n_q:
+        torch.testing.assert_close(out.double(), v.double().mean(-2, keepdim=True).expand_as(out), atol=1e-2, rtol=0)
+
+
+def test_no_keys_gives_zero_gradients_as_torch():
+    q, k, v = (torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in ((3, 4), (0, 4), (0, 2)))
+    ours = torch.autograd.grad(scaled_dot_product_attention(q, k, v)[0].sum(), q)[0]
+    theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v).sum(), q)[0]
+    assert torch.equal(ours, theirs) and torch.all(ours == 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_fully_masked_row_is_zero_in_every_dtype_as_torch(dtype):
+    q, k, v = (torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(9)).to(dtype) for _ in range(3))
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[1] = False
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.all(ref[:, 1] == 0) and torch.all(out[:, 1] == 0) and torch.all(w[:, 1] == 0)
+    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
+
+
+def test_scale_zero_averages_the_values_as_torch():
+    q, k, v = (torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(4)) for _ in range(3))
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, scale=0)[0],
+                               F.scaled_dot_product_attention(q, k, v, scale=0.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_per_query_loop_and_entropy_in_low_precision(dtype):
+    q, k, v = (torch.randn(3, 4, generator=torch.Generator().manual_seed(5)).to(dtype) for _ in range(3))
+    out = attention_per_query(q, k, v)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=2e-2, rtol=2e-2)
+    w = softmax(torch.randn(5, 9, generator=torch.Generator().manual_seed(6)).to(dtype))
+    h = attention_entropy(w)
+    assert h.dtype == dtype
+    torch.testing.assert_close(h.float(), attention_entropy(w.float()), atol=1e-2, rtol=1e-2)
+
+
+def test_entropy_of_empty_and_fully_masked_rows_is_zero():
+    assert torch.equal(attention_entropy(torch.zeros(3, 0)), torch.zeros(3))
+    assert torch.equal(attention_entropy(torch.zeros(2, 4)), torch.zeros(2))  # a fully masked row's weights
+    assert attention_entropy(torch.zeros(0, 4)).shape == (0,)
+    np.testing.assert_array_equal(attention_entropy(np.full((2, 2), 0.5), axis=0), [math.log(2)] * 2)
+
+
+def test_hard_lookup_with_no_keys_is_a_key_error_as_a_dict():
+    with pytest.raises(KeyError):
+        hard_lookup("a", [], [])

@@ -61,3 +61,25 @@ def test_products_in_float64_show_the_exact_rank_of_float32_weights():
     assert torch.linalg.matrix_rank(qk).tolist() == [8] * 4 and torch.linalg.matrix_rank(ov).tolist() == [8] * 4
     hw32 = head_weights(mha)
     torch.testing.assert_close(qk.float(), qk_circuit(hw32.w_q, hw32.w_k), atol=1e-5, rtol=1e-4)
+
+
+# --- edges --------------------------------------------------------------------------------------------------------
+
+
+def test_circuits_of_zero_width_heads_are_zero_as_matmul():
+    w_q, w_k = torch.randn(6, 0), torch.randn(5, 0)
+    assert torch.equal(qk_circuit(w_q, w_k), w_q @ w_k.T) and torch.all(qk_circuit(w_q, w_k) == 0)
+    w_v, w_o = torch.randn(3, 6, 0), torch.randn(0, 4)
+    assert torch.equal(ov_circuit(w_v, w_o), torch.zeros(3, 6, 4))
+    assert qk_circuit(torch.randn(0, 6, 2), torch.randn(0, 5, 2)).shape == (0, 6, 5)  # no heads
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_circuits_keep_low_precision(dtype):
+    w_q, w_k = _randn(6, 2), _randn(5, 2)
+    got = qk_circuit(w_q.to(dtype), w_k.to(dtype))
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), w_q.to(dtype).double() @ w_k.to(dtype).double().T, atol=3e-2, rtol=2e-2)
+    torch.manual_seed(26)
+    hw = head_weights(MultiHeadAttention(8, 2), dtype)
+    assert {w.dtype for w in hw} == {dtype}

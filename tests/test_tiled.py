@@ -157,7 +157,7 @@ def test_tiled_rejects_bad_inputs():
     q, k, v = torch.randn(4, 3), torch.randn(5, 3), torch.randn(5, 2)
     with pytest.raises(ValueError, match="block_q"):
         tiled_attention(q, k, v, block_q=0)
-    with pytest.raises(ValueError, match="block_k"):
+    with pytest.raises(TypeError, match="block_k"):
         tiled_attention(q, k, v, block_k=2.5)
     with pytest.raises(ValueError, match="d_k"):
         tiled_attention(q, torch.randn(5, 4), v)
@@ -218,8 +218,7 @@ def test_online_softmax_stable_numpy_and_errors():
     np.testing.assert_allclose(got, softmax(big), atol=1e-15)
     with pytest.raises(ValueError, match="block_size"):
         online_softmax(big, block_size=0)
-    with pytest.raises(ValueError, match="scalar"):
-        online_softmax(torch.tensor(1.0))
+    assert online_softmax(torch.tensor(-3.0)) == 1.0  # a scalar is one entry, as torch.softmax takes it
 
 
 def _random_state(gen, rows=(3,), n=5, d_v=4):
@@ -299,3 +298,76 @@ def test_causal_is_upper_left_as_torch_is_causal(n_q, n_k):
     torch.testing.assert_close(lower, ref, atol=1e-12, rtol=0)
     if n_q != n_k:  # the two alignments really differ here, so the test above can tell them apart
         assert (out - lower).abs().max() > 1e-3
+
+
+# --- edges: PyTorch's answers (torch 2.13, CPU) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    ("n_q", "n_k", "d_k", "d_v", "batch"),
+    [(5, 0, 4, 2, (2,)), (0, 5, 4, 2, (2,)), (5, 7, 0, 2, (2,)), (5, 7, 4, 0, (2,)), (5, 7, 4, 2, (0,))],
+)
+def test_tiled_at_zero_lengths_equals_torch_sdpa(causal, n_q, n_k, d_k, d_v, batch):
+    gen = torch.Generator().manual_seed(n_q + 10 * n_k + 100 * d_k)
+    q = torch.randn(*batch, n_q, d_k, generator=gen, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(*batch, n_k, d_k, generator=gen, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(*batch, n_k, d_v, generator=gen, dtype=torch.float64, requires_grad=True)
+    out, lse = tiled_attention(q, k, v, causal=causal, block_q=2, block_k=3)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert out.shape == ref.shape and lse.shape == (*batch, n_q)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
+    visible = torch.ones(n_q, n_k, dtype=torch.bool)
+    visible = visible.tril() if causal else visible
+    scores = (q @ k.transpose(-2, -1) / (math.sqrt(d_k) if d_k else 1.0)).masked_fill(~visible, -math.inf)
+    torch.testing.assert_close(lse, torch.logsumexp(scores, -1), atol=1e-12, rtol=0)
+    # on the autograd graph, as PyTorch's output, even when there is no tile at all
+    ours = torch.autograd.grad(out.sum(), (q, k, v), allow_unused=True)
+    theirs = torch.autograd.grad(ref.sum(), (q, k, v), allow_unused=True)
+    for a, b, t in zip(ours, theirs, (q, k, v), strict=True):
+        torch.testing.assert_close(torch.zeros_like(t) if a is None else a, torch.zeros_like(t) if b is None else b)
+
+
+def test_tiled_d_k_zero_averages_the_values():
+    v = torch.randn(2, 6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    out, lse = tiled_attention(torch.zeros(2, 4, 0, dtype=torch.float64), torch.zeros(2, 6, 0, dtype=torch.float64), v,
+                               block_q=3, block_k=4)
+    torch.testing.assert_close(out, v.mean(-2, keepdim=True).expand(2, 4, 3), atol=1e-12, rtol=0)
+    torch.testing.assert_close(lse, torch.full((2, 4), math.log(6), dtype=torch.float64))
+
+
+def test_steps_check_their_inputs_at_the_call_and_make_none_without_queries():
+    q, k, v = torch.randn(0, 3), torch.randn(4, 3), torch.randn(4, 2)
+    assert list(tiled_attention_steps(q, k, v)) == []
+    with pytest.raises(ValueError, match="block_q"):
+        tiled_attention_steps(k, k, v, block_q=0)  # not only when the first step is asked for
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), ()])
+def test_online_softmax_of_empty_and_scalar_equals_torch(shape):
+    x = torch.randn(shape, dtype=torch.float64)
+    torch.testing.assert_close(online_softmax(x, block_size=2), torch.softmax(x, -1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_states_of_low_precision_scores_are_float32(dtype):
+    gen = torch.Generator().manual_seed(2)
+    s, v = (4 * torch.randn(3, 7, generator=gen)).to(dtype), torch.randn(7, 2, generator=gen).to(dtype)
+    st = softmax_state(s, v)
+    assert st.m.dtype == st.l.dtype == st.acc.dtype == torch.float32
+    ref = torch.softmax(s.double(), -1) @ v.double()
+    torch.testing.assert_close(state_output(st).double(), ref, atol=1e-5, rtol=1e-5)  # float32 accuracy
+    assert online_softmax(s, block_size=3).dtype == dtype
+
+
+def test_empty_blocks_and_states_are_the_identity():
+    s = torch.randn(3, 0, dtype=torch.float64)
+    st = softmax_state(s, torch.zeros(0, 2, dtype=torch.float64))
+    assert torch.isneginf(st.m).all() and torch.all(st.l == 0) and st.acc.shape == (3, 2) and torch.all(st.acc == 0)
+    assert torch.isneginf(state_logsumexp(st)).all()  # as torch.logsumexp of an empty row
+    assert torch.isneginf(torch.logsumexp(s, -1)).all()
+    assert torch.all(state_output(st) == 0)
+    one = empty_state((), 0)  # one row, values of width 0
+    assert one.m.shape == () and one.acc.shape == (0,)
+    no_rows = empty_state((0,), 2, dtype=torch.float32)
+    assert no_rows.m.shape == (0,) and no_rows.acc.shape == (0, 2) and no_rows.m.dtype == torch.float32

@@ -292,3 +292,47 @@ def attention_inputs(q: Any, k: Any, v: Any, mask: Any, scale: float | None) -> 
     if dtype in LOW_PRECISION:
         qt, kt, vt = qt.float(), kt.float(), vt.float()
     return AttentionInputs(qt, kt, vt, mt, float(scale), dtype, as_numpy, target)
+
+
+# --- added by helper-a: masks named in their messages; attention inputs with scale, device and d_k = 0 checks
+def check_mask(name: str, mask: object, shape: Sequence[int], of: str = "the scores' shape") -> torch.Tensor:
+    """A boolean mask (True = keep), numpy or torch, broadcastable to ``shape``; returned expanded to it (a view,
+    no memory). ``TypeError`` for another dtype, naming the conversion of an additive float mask."""
+    t = as_tensor(name, mask, floating=False)
+    if t.dtype != torch.bool:
+        raise TypeError(f"{name} must be boolean (True = may attend), got {describe(t)}; "
+                        "convert an additive float mask with `mask = additive == 0`")
+    try:
+        fits = torch.broadcast_shapes(t.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name} must be broadcastable to {of} {tuple(shape)}, got shape {tuple(t.shape)}")
+    return t.expand(shape)
+
+
+def check_attention_inputs(q: Any, k: Any, v: Any, mask: Any = None, scale: object = None) -> AttentionInputs:
+    """:func:`attention_inputs` with the checks it leaves out: ``scale`` a finite number, every tensor on one
+    device, leading dimensions that broadcast, messages that say what was expected. ``d_k = 0`` is allowed: the
+    scores are all 0 and each output row averages the values, as in PyTorch (the default scale is then 1)."""
+    scale = None if scale is None else check_real("scale", scale)
+    names, xs = ["q", "k", "v", "mask"], [q, k, v, mask]
+    if mask is None:
+        names, xs = names[:3], xs[:3]
+    as_numpy = same_kind(names, xs)
+    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
+    try:  # before check_qkv, whose message for this names no expectation
+        torch.broadcast_shapes(qt.shape[:-2], kt.shape[:-2], vt.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"q, k and v must have broadcastable leading (batch, head) dimensions, got shapes "
+                         f"{tuple(qt.shape)}, {tuple(kt.shape)} and {tuple(vt.shape)}") from None
+    target = check_qkv(qt, kt, vt)
+    mt = None if mask is None else check_mask("mask", mask, target, of="the scores' shape (..., n_q, n_k) =")
+    check_same_device(names, [qt, kt, vt] + ([] if mt is None else [mt]))
+    d_k = qt.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_k) if d_k else 1.0
+    dtype = qt.dtype
+    if dtype in LOW_PRECISION:
+        qt, kt, vt = qt.float(), kt.float(), vt.float()
+    return AttentionInputs(qt, kt, vt, mt, scale, dtype, as_numpy, target)

@@ -6,7 +6,7 @@ the last axis (the keys), so each row of the weights sums to one.
 
 Masks are boolean and broadcastable to ``(..., n_q, n_k)`` with **True = may attend** (the convention of
 ``torch.nn.functional.scaled_dot_product_attention``). A query whose row is masked everywhere attends to
-nothing: its weights are all zero and its output row is zero, with finite gradients.
+nothing: its weights are all zero and its output row is zero, with finite gradients, as in PyTorch's.
 
 Every function accepts numpy arrays or torch tensors and returns the kind it was given.
 """
@@ -24,8 +24,12 @@ from ._checks import (
     LOW_PRECISION,
     ArrayLike,
     as_tensor,
-    attention_inputs,
-    check_qkv,
+    check_attention_inputs,
+    check_instance,
+    check_int,
+    check_mask,
+    check_same_device,
+    describe,
     same_kind,
     to_output,
 )
@@ -38,7 +42,6 @@ __all__ = [
     "hard_lookup",
     "attention_entropy",
 ]
-
 
 
 class AttentionOutput(NamedTuple):
@@ -56,6 +59,8 @@ class AttentionOutput(NamedTuple):
 
 def _softmax_torch(x: torch.Tensor, dim: int, mask: torch.Tensor | None) -> torch.Tensor:
     """Stable softmax along ``dim``; masked-out entries get weight 0, fully masked rows give all zeros."""
+    if x.shape[dim] == 0:  # nothing to normalise: an empty result of x's shape, as torch.softmax
+        return x.clone()
     work = x.float() if x.dtype in LOW_PRECISION else x  # fp16/bf16: accumulate in float32
     if mask is not None:
         # The most negative finite number (not -inf): a fully masked row stays finite (uniform), and the
@@ -85,23 +90,19 @@ def softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None) -> Arra
     Returns:
         Weights of the same shape, kind and dtype as ``x``; non-negative, each slice summing to 1
         (or to 0 where fully masked).
+
+    At the edges: an empty axis (``x`` of shape ``(3, 0)``) gives an empty result of ``x``'s shape and a scalar
+    gives 1, as ``torch.softmax``; a fully masked slice gives zeros, as PyTorch's
+    ``scaled_dot_product_attention`` does for a fully masked row (``torch.softmax`` of ``-inf`` gives NaN).
     """
     as_numpy = same_kind(["x", "mask"], [x, mask] if mask is not None else [x])
     t = as_tensor("x", x)
+    n = max(t.ndim, 1)  # a scalar is one entry, as torch.softmax takes it
+    axis = check_int("axis", axis, low=-n, high=n - 1)
+    m = None if mask is None else check_mask("mask", mask, t.shape, of="the shape of x")
+    check_same_device(["x", "mask"], [t] if m is None else [t, m])
     if t.ndim == 0:
-        raise ValueError("softmax needs at least one dimension, got a scalar (shape ())")
-    m = None
-    if mask is not None:
-        m = as_tensor("mask", mask, floating=False)
-        if m.dtype != torch.bool:
-            raise TypeError(f"mask must be boolean (True = keep), got dtype {m.dtype}")
-        try:
-            torch.broadcast_shapes(m.shape, t.shape)
-            m = m.expand(t.shape)
-        except RuntimeError:
-            raise ValueError(
-                f"mask of shape {tuple(m.shape)} is not broadcastable to x of shape {tuple(t.shape)}"
-            ) from None
+        return to_output(_softmax_torch(t.reshape(1), 0, None if m is None else m.reshape(1)).reshape(()), as_numpy)
     return to_output(_softmax_torch(t, axis, m), as_numpy)
 
 
@@ -130,12 +131,17 @@ def scaled_dot_product_attention(
         output row is a convex combination of the rows of ``v``. A fully masked query row has zero weights and a
         zero output. float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
+    At the edges (each as ``torch.nn.functional.scaled_dot_product_attention``): no keys (``n_k = 0``) gives a
+    zero output and ``(..., n_q, 0)`` weights; no queries or a batch of 0 gives empty results; ``d_k = 0`` makes
+    every score 0, so each output row is the mean of the values.
+
     Raises:
-        TypeError: mixed numpy/torch inputs, non-floating or mismatched dtypes, a non-boolean mask.
+        TypeError: mixed numpy/torch inputs, non-floating or mismatched dtypes, a non-boolean mask, a scale
+            that is not a number.
         ValueError: fewer than 2 dimensions, d_k of q and k differ, n_k of k and v differ, batch dimensions or
-            the mask not broadcastable.
+            the mask not broadcastable, tensors on different devices, a NaN or infinite scale.
     """
-    x = attention_inputs(q, k, v, mask, scale)
+    x = check_attention_inputs(q, k, v, mask, scale)
     scores = (x.q @ x.k.transpose(-2, -1)) * x.scale
     weights = _softmax_torch(scores, -1, x.mask)
     out = weights @ x.v
@@ -155,24 +161,25 @@ def attention_per_query(
         scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
 
     Returns:
-        Outputs of shape ``(n_q, d_v)``, of the inputs' kind.
+        Outputs of shape ``(n_q, d_v)``, of the inputs' kind and dtype.
+
+    At the edges: as :func:`scaled_dot_product_attention` (no keys: zero rows; ``d_k = 0``: the mean of the
+    values); float16/bfloat16 are computed in float32.
     """
-    as_numpy = same_kind(["q", "k", "v"], [q, k, v])
-    qt, kt, vt = as_tensor("q", q), as_tensor("k", k), as_tensor("v", v)
-    for name, t, layout in (("q", qt, "(n_q, d_k)"), ("k", kt, "(n_k, d_k)"), ("v", vt, "(n_k, d_v)")):
+    x = check_attention_inputs(q, k, v, None, scale)
+    for name, t, layout in (("q", x.q, "(n_q, d_k)"), ("k", x.k, "(n_k, d_k)"), ("v", x.v, "(n_k, d_v)")):
         if t.ndim != 2:
-            raise ValueError(f"{name} must have shape {layout} (2 dimensions), got {tuple(t.shape)}")
-    check_qkv(qt, kt, vt)
-    if scale is None:
-        scale = 1.0 / math.sqrt(qt.shape[-1])
-    rows = []
-    for query in qt:
-        scores = [float(query @ key) * scale for key in kt]
+            raise ValueError(f"{name} must have shape {layout} (2 dimensions), got shape {tuple(t.shape)}")
+    out = torch.zeros(x.scores_shape[0], x.v.shape[-1], dtype=x.v.dtype, device=x.v.device)
+    for a, query in enumerate(x.q):
+        scores = [float(query @ key) * x.scale for key in x.k]
+        if not scores:  # no keys: a zero row, as PyTorch's
+            continue
         m = max(scores)
         exps = [math.exp(s - m) for s in scores]
         total = sum(exps)
-        rows.append(sum((e / total) * value for e, value in zip(exps, vt, strict=True)))
-    return to_output(torch.stack(rows), as_numpy)
+        out[a] = sum((e / total) * value for e, value in zip(exps, x.v, strict=True))
+    return to_output(out.to(x.dtype), x.as_numpy)
 
 
 def hard_lookup(query: Hashable, keys: Sequence[Hashable], values: Sequence[np.ndarray]) -> np.ndarray:
@@ -189,26 +196,47 @@ def hard_lookup(query: Hashable, keys: Sequence[Hashable], values: Sequence[np.n
         The value stored under ``query``, shape ``(d_v,)``.
 
     Raises:
-        ValueError: keys and values differ in length, or keys repeat.
-        KeyError: the query is not among the keys (as a ``dict`` would).
+        TypeError: keys or values not a sequence, a key or the query not hashable (as a ``dict`` would).
+        ValueError: keys and values differ in length, keys repeat, values are not numeric vectors of one shape.
+        KeyError: the query is not among the keys (as a ``dict`` would; so are no keys at all).
     """
+    check_instance("keys", keys, (Sequence, np.ndarray))
+    check_instance("values", values, (Sequence, np.ndarray, torch.Tensor))
+    if not isinstance(query, Hashable):
+        raise TypeError(f"query must be hashable, as a dict key, got {describe(query)}")
     if len(keys) != len(values):
-        raise ValueError(f"need one value per key: got {len(keys)} keys and {len(values)} values")
+        raise ValueError(f"keys and values must pair up, one value per key: got {len(keys)} keys and "
+                         f"{len(values)} values")
+    unhashable = [key for key in keys if not isinstance(key, Hashable)]
+    if unhashable:
+        raise TypeError(f"keys must be hashable, as dict keys, got {describe(unhashable[0])}")
     if len(set(keys)) != len(keys):
-        raise ValueError("keys must be distinct for a hard lookup")
+        raise ValueError(f"keys must be distinct for a hard lookup, got {list(keys)!r}")
     weights = np.array([1.0 if key == query else 0.0 for key in keys])
     if weights.sum() == 0:
         raise KeyError(query)
-    return weights @ np.stack([np.asarray(v, dtype=float) for v in values])
+    try:
+        stacked = np.stack([np.asarray(v, dtype=float) for v in values])
+    except (TypeError, ValueError):
+        got = ", ".join(describe(v) for v in values)
+        raise ValueError(f"values must be numeric vectors of one shape (d_v,), got {got}") from None
+    return weights @ stacked
 
 
 def attention_entropy(weights: ArrayLike, axis: int = -1) -> ArrayLike:
     r"""Entropy :math:`H(p) = -\sum_i p_i \log p_i` of each attention row, in nats (``0 log 0 = 0``).
 
     Ranges from 0 (one-hot: a hard lookup) to :math:`\log n_k` (uniform: an average). Shape: ``weights`` without
-    ``axis``.
+    ``axis``; kind and dtype: ``weights``'s.
+
+    At the edges: a row of no keys (``n_k = 0``) and a fully masked (all-zero) row have entropy 0; float16 and
+    bfloat16 are summed in float32.
     """
     as_numpy = isinstance(weights, np.ndarray)
     p = as_tensor("weights", weights)
-    h = -torch.special.xlogy(p, p).sum(dim=axis)
-    return to_output(h, as_numpy)
+    if p.ndim == 0:
+        raise ValueError(f"weights must have at least one dimension (..., n_k), got {describe(p)}")
+    axis = check_int("axis", axis, low=-p.ndim, high=p.ndim - 1)
+    work = p.float() if p.dtype in LOW_PRECISION else p
+    h = torch.special.entr(work).sum(dim=axis)  # entr(p) = -p log p, entr(0) = 0
+    return to_output(h.to(p.dtype), as_numpy)

@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ._checks import ArrayLike, as_tensor, same_kind, to_output
+from ._checks import (
+    ArrayLike,
+    as_tensor,
+    check_dtype,
+    check_instance,
+    check_ndim,
+    check_same_device,
+    describe,
+    same_kind,
+    to_output,
+)
 
 if TYPE_CHECKING:
     from .multihead import MultiHeadAttention
@@ -54,8 +64,8 @@ def head_weights(mha: MultiHeadAttention, dtype: torch.dtype | None = None) -> H
     """
     from .multihead import MultiHeadAttention
 
-    if not isinstance(mha, MultiHeadAttention):
-        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    check_instance("mha", mha, MultiHeadAttention)
+    dtype = None if dtype is None else check_dtype("dtype", dtype)
     w_q, w_k, w_v = (w.detach().to(dtype) for w in mha.in_projections())
     w_out = mha.out_proj.weight.detach().to(dtype)
     h, h_kv, d = mha.num_heads, mha.num_kv_heads, mha.head_dim
@@ -73,13 +83,19 @@ def head_weights(mha: MultiHeadAttention, dtype: torch.dtype | None = None) -> H
 
 
 def _stacks(names: tuple[str, str], a: ArrayLike, b: ArrayLike) -> tuple[bool, torch.Tensor, torch.Tensor]:
+    """Two stacks of matrices of one kind, dtype and device, whose leading (head) dimensions broadcast."""
     as_numpy = same_kind(names, [a, b])
     ta, tb = as_tensor(names[0], a), as_tensor(names[1], b)
     for name, t in zip(names, (ta, tb), strict=True):
-        if t.ndim < 2:
-            raise ValueError(f"{name} must be a matrix or a stack of matrices (..., rows, cols), got {tuple(t.shape)}")
+        check_ndim(name, t, 2, "(a matrix or a stack of matrices (..., rows, cols))")
     if ta.dtype != tb.dtype:
         raise TypeError(f"{names[0]} and {names[1]} must share a dtype, got {ta.dtype} and {tb.dtype}")
+    check_same_device(names, (ta, tb))
+    try:
+        torch.broadcast_shapes(ta.shape[:-2], tb.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"{names[0]} and {names[1]} must have leading (head) dimensions that broadcast, got "
+                         f"{describe(ta)} and {describe(tb)}") from None
     return as_numpy, ta, tb
 
 
@@ -91,7 +107,9 @@ def qk_circuit(w_q: ArrayLike, w_k: ArrayLike) -> ArrayLike:
         w_q: ``(..., d_model, d_k)``; w_k: ``(..., d_kv, d_k)`` (numpy or torch, the same kind).
 
     Returns:
-        ``(..., d_model, d_kv)``.
+        ``(..., d_model, d_kv)``, of the inputs' kind and dtype.
+
+    At the edges: ``d_k = 0`` gives the zero matrix (an empty sum), as ``torch.matmul``.
     """
     as_numpy, a, b = _stacks(("w_q", "w_k"), w_q, w_k)
     if a.shape[-1] != b.shape[-1]:
@@ -108,7 +126,9 @@ def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
         w_v: ``(..., d_model, d_v)``; w_o: ``(..., d_v, d_out)`` (numpy or torch, the same kind).
 
     Returns:
-        ``(..., d_model, d_out)``.
+        ``(..., d_model, d_out)``, of the inputs' kind and dtype.
+
+    At the edges: ``d_v = 0`` gives the zero matrix (an empty sum), as ``torch.matmul``.
     """
     as_numpy, a, b = _stacks(("w_v", "w_o"), w_v, w_o)
     if a.shape[-1] != b.shape[-2]:

@@ -37,9 +37,19 @@ import torch
 from ._checks import (
     LOW_PRECISION,
     ArrayLike,
+    AttentionInputs,
     as_tensor,
-    attention_inputs,
-    check_bool_mask,
+    check_attention_inputs,
+    check_device,
+    check_dtype,
+    check_flag,
+    check_instance,
+    check_int,
+    check_mask,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+    describe,
     same_kind,
     to_output,
 )
@@ -60,7 +70,6 @@ __all__ = [
 ]
 
 
-
 # ---------------------------------------------------------------------------------------------------------------
 # Online softmax: the (m, ℓ, acc) state and its exact merge
 # ---------------------------------------------------------------------------------------------------------------
@@ -74,17 +83,40 @@ class SoftmaxState:
         m: ``(..., r)`` the largest score of each of ``r`` rows (``-inf`` for a row with no visible score).
         l: ``(..., r)`` ``Σ_j exp(s_j − m)`` over the row's visible scores (0 for an empty row).
         acc: ``(..., r, d_v)`` ``Σ_j exp(s_j − m) v_j``, or None for a softmax without values.
+
+    The constructor checks the shapes (``l`` as ``m``, ``acc`` as ``m`` plus ``d_v``) and that all are tensors on
+    one device.
     """
 
     m: torch.Tensor
     l: torch.Tensor
     acc: torch.Tensor | None = None
 
+    def __post_init__(self):
+        check_tensor("m", self.m, layout="(..., r)")
+        check_tensor("l", self.l, layout="(..., r)")
+        if self.l.shape != self.m.shape:
+            raise ValueError(f"l must have the shape of m {tuple(self.m.shape)}, got shape {tuple(self.l.shape)}")
+        tensors = {"m": self.m, "l": self.l}
+        if self.acc is not None:
+            tensors["acc"] = check_tensor("acc", self.acc, layout="(..., r, d_v)")
+            if self.acc.shape[:-1] != self.m.shape or self.acc.ndim != self.m.ndim + 1:
+                raise ValueError(f"acc must have shape (*m.shape, d_v) = {(*self.m.shape, 'd_v')}, "
+                                 f"got shape {tuple(self.acc.shape)}")
+        check_same_device(list(tensors), list(tensors.values()))
+
 
 def _safe_max(m: torch.Tensor) -> torch.Tensor:
     """The running max with ``-inf`` (a row that has seen nothing) replaced by 0, so ``exp(x − m)`` never sees
     ``−inf − (−inf)`` = NaN: rows with nothing visible keep ℓ = 0 and acc = 0."""
     return torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+
+
+def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, target) == target
+    except RuntimeError:
+        return False
 
 
 def empty_state(
@@ -96,9 +128,17 @@ def empty_state(
     """The state of an empty block — the identity of :func:`merge_states`: ``m = −inf``, ``ℓ = 0``, ``acc = 0``.
 
     Args:
-        rows: the shape ``(..., r)`` of ``m`` and ``ℓ``.
+        rows: the shape ``(..., r)`` of ``m`` and ``ℓ`` (a tuple of non-negative integers; ``()`` for one row).
         d_v: width of the values (None for a softmax without values).
+        dtype, device: of the state's tensors.
+
+    At the edges: a 0 in ``rows`` (no rows) or ``d_v = 0`` gives empty tensors, as ``torch.full``.
     """
+    if not isinstance(rows, (tuple, list, torch.Size)):
+        raise TypeError(f"rows must be a tuple of non-negative integers, the shape (..., r), got {describe(rows)}")
+    rows = tuple(check_int(f"rows[{i}]", r, low=0) for i, r in enumerate(rows))
+    d_v = None if d_v is None else check_int("d_v", d_v, low=0)
+    dtype, device = check_dtype("dtype", dtype), check_device("device", device)
     m = torch.full(rows, -math.inf, dtype=dtype, device=device)
     acc = None if d_v is None else torch.zeros((*rows, d_v), dtype=dtype, device=device)
     return SoftmaxState(m, torch.zeros(rows, dtype=dtype, device=device), acc)
@@ -116,29 +156,37 @@ def softmax_state(
 
     Returns:
         A :class:`SoftmaxState` of torch tensors (numpy inputs are converted); ``m`` and ``ℓ`` have the shape of
-        ``scores`` without its last axis.
+        ``scores`` without its last axis, ``acc`` ``(..., r, d_v)``; the scores' dtype (float32 for float16 and
+        bfloat16 scores: the statistics are kept in float32, as fused kernels keep them).
+
+    At the edges: an empty block (``n = 0``) or a fully masked row gives the merge identity (``m = -inf``,
+    ``ℓ = 0``, ``acc = 0``), as :func:`empty_state`.
     """
     s = as_tensor("scores", scores)
-    if s.ndim == 0:
-        raise ValueError("scores must have at least one dimension (..., n), got a scalar (shape ())")
+    check_ndim("scores", s, 1, "(..., r, n)")
+    tensors = {"scores": s}
     if mask is not None:
-        mt = as_tensor("mask", mask, floating=False)
-        check_bool_mask(mt, tuple(s.shape))
-        s = s.masked_fill(~mt, -math.inf)
+        tensors["mask"] = check_mask("mask", mask, s.shape, of="the shape of scores")
+    if values is not None:
+        vt = tensors["values"] = as_tensor("values", values)
+        check_ndim("values", vt, 2, "(..., n, d_v)")
+        if vt.shape[-2] != s.shape[-1] or not _broadcasts_to(vt.shape[:-2], s.shape[:-2]):
+            raise ValueError(f"values must have shape (..., n, d_v) with n = {s.shape[-1]} (the scores' last axis) "
+                             f"and leading dimensions that broadcast to the scores' {tuple(s.shape[:-2])}, "
+                             f"got shape {tuple(vt.shape)}")
+        if vt.dtype != s.dtype:
+            raise TypeError(f"values must have the dtype of scores ({s.dtype}), got {describe(vt)}")
+    check_same_device(list(tensors), list(tensors.values()))
+    if s.dtype in LOW_PRECISION:
+        s = s.float()
+    if mask is not None:
+        s = s.masked_fill(~tensors["mask"], -math.inf)
     if s.shape[-1] == 0:  # an empty block: amax has nothing to reduce; its state is the merge identity
         m = torch.full(s.shape[:-1], -math.inf, dtype=s.dtype, device=s.device)
     else:
         m = s.amax(dim=-1)
     p = torch.exp(s - _safe_max(m).unsqueeze(-1))
-    acc = None
-    if values is not None:
-        vt = as_tensor("values", values)
-        if vt.ndim < 2 or vt.shape[-2] != s.shape[-1]:
-            raise ValueError(
-                f"values must have shape (..., n, d_v) with n = {s.shape[-1]} (the scores' last axis), "
-                f"got {tuple(vt.shape)}"
-            )
-        acc = p.to(vt.dtype) @ vt
+    acc = None if values is None else p @ vt.to(p.dtype)
     return SoftmaxState(m, p.sum(dim=-1), acc)
 
 
@@ -151,14 +199,26 @@ def merge_states(a: SoftmaxState, b: SoftmaxState) -> SoftmaxState:
     SymPy) and :func:`empty_state` is its identity.
 
     Raises:
-        ValueError: one state has values (``acc``) and the other not, or the shapes of ``m`` do not broadcast.
+        TypeError: ``a`` or ``b`` is not a :class:`SoftmaxState`.
+        ValueError: one state has values (``acc``) and the other not, the shapes of ``m`` do not broadcast, the
+            values' widths differ, the states are on different devices.
+
+    At the edges: merging with an empty or fully masked state (``m = -inf``) returns the other state, without NaN.
     """
+    check_instance("a", a, SoftmaxState)
+    check_instance("b", b, SoftmaxState)
     if (a.acc is None) != (b.acc is None):
-        raise ValueError("cannot merge a state with values (acc) and one without")
+        got = ", ".join(f"{n}.acc {'None' if s.acc is None else tuple(s.acc.shape)}" for n, s in (("a", a), ("b", b)))
+        raise ValueError(f"a and b must both have values (acc) or both not, got {got}")
+    check_same_device(["a", "b"], [a.m, b.m])
     try:
         m = torch.maximum(a.m, b.m)
     except RuntimeError:
-        raise ValueError(f"states of different rows: m shapes {tuple(a.m.shape)} and {tuple(b.m.shape)}") from None
+        raise ValueError(f"a and b must be states of the same rows (m shapes that broadcast), got different rows: "
+                         f"m of shapes {tuple(a.m.shape)} and {tuple(b.m.shape)}") from None
+    if a.acc is not None and a.acc.shape[-1] != b.acc.shape[-1]:
+        raise ValueError(f"a and b must have values of one width d_v, got acc of shapes {tuple(a.acc.shape)} and "
+                         f"{tuple(b.acc.shape)}")
     ms = _safe_max(m)
     ca, cb = torch.exp(a.m - ms), torch.exp(b.m - ms)
     l = ca * a.l + cb * b.l
@@ -169,15 +229,22 @@ def merge_states(a: SoftmaxState, b: SoftmaxState) -> SoftmaxState:
 
 
 def state_output(state: SoftmaxState) -> torch.Tensor:
-    """``acc / ℓ``: the softmax-weighted average of the values, ``(..., r, d_v)``; zero for rows with ℓ = 0."""
+    """``acc / ℓ``: the softmax-weighted average of the values, ``(..., r, d_v)``.
+
+    At the edges: zero for rows with ℓ = 0 (no keys, or all masked), as PyTorch's attention gives."""
+    check_instance("state", state, SoftmaxState)
     if state.acc is None:
-        raise ValueError("this state has no values (acc is None); state_output needs softmax_state(..., values)")
+        raise ValueError("state must have values (acc), got a state without them (acc is None); "
+                         "make it with softmax_state(scores, values)")
     l_safe = torch.where(state.l > 0, state.l, torch.ones_like(state.l))
     return state.acc / l_safe.unsqueeze(-1).to(state.acc.dtype)
 
 
 def state_logsumexp(state: SoftmaxState) -> torch.Tensor:
-    """``m + log ℓ`` = ``log Σ_j exp(s_j)`` of each row, ``(..., r)``; ``-inf`` for a row with nothing visible."""
+    """``m + log ℓ`` = ``log Σ_j exp(s_j)`` of each row, ``(..., r)``.
+
+    At the edges: ``-inf`` for a row with nothing visible, as ``torch.logsumexp`` of an empty row."""
+    check_instance("state", state, SoftmaxState)
     return state.m + torch.log(state.l)
 
 
@@ -190,28 +257,29 @@ def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, 
     returns :math:`e^{x_i - m}/\ell`. Equal to :func:`attention_course.softmax` up to rounding.
 
     Args:
-        x: logits (numpy or torch, floating point), any shape with at least one dimension.
+        x: logits (numpy or torch, floating point), any shape (a scalar is one entry).
         axis: the axis to normalise over.
         mask: optional boolean broadcastable to ``x``; False entries get weight 0, fully masked slices all zeros.
         block_size: how many entries each streaming step reads (≥ 1).
 
     Returns:
         Weights of the shape, kind and dtype of ``x``.
+
+    At the edges: as :func:`attention_course.softmax` (an empty axis gives an empty result, a scalar 1, a fully
+    masked slice zeros); float16 and bfloat16 are computed in float32.
     """
     as_numpy = same_kind(["x", "mask"], [x, mask] if mask is not None else [x])
     t = as_tensor("x", x)
+    n = max(t.ndim, 1)  # a scalar is one entry, as torch.softmax takes it
+    axis = check_int("axis", axis, low=-n, high=n - 1)
+    block_size = check_int("block_size", block_size)
+    mt = None if mask is None else check_mask("mask", mask, t.shape, of="the shape of x")
+    check_same_device(["x", "mask"], [t] if mt is None else [t, mt])
+    dtype, shape = t.dtype, t.shape
     if t.ndim == 0:
-        raise ValueError("online_softmax needs at least one dimension, got a scalar (shape ())")
-    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    dtype = t.dtype
-    work = t.float() if dtype in LOW_PRECISION else t
-    mt = None
-    if mask is not None:
-        mt = as_tensor("mask", mask, floating=False)
-        check_bool_mask(mt, tuple(t.shape))
-        mt = mt.expand(t.shape).movedim(axis, -1)
-    work = work.movedim(axis, -1)
+        t, mt = t.reshape(1), None if mt is None else mt.reshape(1)
+    work = (t.float() if dtype in LOW_PRECISION else t).movedim(axis, -1)
+    mt = None if mt is None else mt.movedim(axis, -1)
     state = empty_state(tuple(work.shape[:-1]), dtype=work.dtype, device=work.device)
     for j in range(0, work.shape[-1], block_size):
         block_mask = None if mt is None else mt[..., j : j + block_size]
@@ -219,7 +287,7 @@ def online_softmax(x: ArrayLike, axis: int = -1, mask: ArrayLike | None = None, 
     logits = work if mt is None else work.masked_fill(~mt, -math.inf)
     l_safe = torch.where(state.l > 0, state.l, torch.ones_like(state.l))
     p = torch.exp(logits - _safe_max(state.m).unsqueeze(-1)) / l_safe.unsqueeze(-1)
-    return to_output(p.movedim(-1, axis).to(dtype), as_numpy)
+    return to_output(p.movedim(-1, axis).reshape(shape).to(dtype), as_numpy)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -252,20 +320,18 @@ class TileStep:
     state: SoftmaxState
 
 
-def _prepare(q, k, v, mask, scale, causal, block_q, block_k):
-    x = attention_inputs(q, k, v, mask, scale)
-    for name, b in (("block_q", block_q), ("block_k", block_k)):
-        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
-            raise ValueError(f"{name} must be a positive integer, got {b!r}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+def _prepare(q, k, v, mask, scale, causal, block_q, block_k) -> tuple[AttentionInputs, tuple]:
+    """The checked inputs, q, k and v expanded to the common batch (views), and the tiling options."""
+    x = check_attention_inputs(q, k, v, mask, scale)
+    options = (check_flag("causal", causal), check_int("block_q", block_q), check_int("block_k", block_k))
     batch = x.scores_shape[:-2]
     qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
-    return x.as_numpy, x.dtype, qt, kt, vt, x.mask, batch, x.scale
+    return x._replace(q=qt, k=kt, v=vt), options
 
 
-def _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k) -> Iterator[TileStep]:
+def _tile_steps(x: AttentionInputs, causal: bool, block_q: int, block_k: int) -> Iterator[TileStep]:
     """The tiled forward pass, one tile at a time."""
+    qt, kt, vt, mt, scale = x.q, x.k, x.v, x.mask, x.scale
     n_q, n_k, d_v = qt.shape[-2], kt.shape[-2], vt.shape[-1]
     batch = qt.shape[:-2]
     kt_t = kt.transpose(-2, -1)
@@ -338,22 +404,28 @@ def tiled_attention(
         gives a zero output and ``lse = -inf``. float16/bfloat16 inputs are computed in float32 and returned in
         their dtype.
 
+    At the edges (as ``F.scaled_dot_product_attention`` and ``torch.logsumexp``): no keys gives a zero output and
+    ``lse = -inf``; no queries or a batch of 0 gives empty results; ``d_k = 0`` makes every score 0, so each row
+    is the mean of the values.
+
     Raises:
         TypeError / ValueError: as :func:`attention_course.scaled_dot_product_attention`, and for block sizes that
             are not positive integers.
     """
-    as_numpy, dtype, qt, kt, vt, mt, batch, scale = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
-    n_q, d_v = qt.shape[-2], vt.shape[-1]
-    out = torch.zeros((*batch, n_q, d_v), dtype=qt.dtype, device=qt.device)
-    lse = torch.full((*batch, n_q), -math.inf, dtype=qt.dtype, device=qt.device)
+    x, options = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+    out = torch.zeros((*x.scores_shape[:-1], x.v.shape[-1]), dtype=x.q.dtype, device=x.q.device)
+    lse = torch.full(x.scores_shape[:-1], -math.inf, dtype=x.q.dtype, device=x.q.device)
     last: TileStep | None = None
-    for step in _tile_steps(qt, kt, vt, mt, scale, causal, block_q, block_k):
+    for step in _tile_steps(x, *options):
         if last is not None and step.q_start != last.q_start:
             _write(out, lse, last)
         last = step
     if last is not None:
         _write(out, lse, last)
-    return TiledOutput(to_output(out.to(dtype), as_numpy), to_output(lse.to(dtype), as_numpy))
+    else:  # no queries or no keys, no tile: the (empty) scores give the result, on the autograd graph as PyTorch's
+        scores = x.q @ x.k.transpose(-2, -1)
+        out, lse = torch.softmax(scores, -1) @ x.v, torch.logsumexp(scores, -1)
+    return TiledOutput(to_output(out.to(x.dtype), x.as_numpy), to_output(lse.to(x.dtype), x.as_numpy))
 
 
 def _write(out: torch.Tensor, lse: torch.Tensor, step: TileStep) -> None:
@@ -368,12 +440,15 @@ def tiled_attention_steps(q: ArrayLike, k: ArrayLike, v: ArrayLike, **options) -
 
     For figures that step through the block-by-block rescaling. Tiles come query block by query block, key
     blocks in increasing order; the last step of a query block holds its final state, whose
-    :func:`state_output` is that block's output rows. States are torch tensors (scale already applied).
+    :func:`state_output` is that block's output rows. States are torch tensors (scale already applied). The
+    inputs are checked at the call, before the first step is asked for.
+
+    At the edges: no queries or no keys gives no steps.
     """
     defaults = {n: p.default for n, p in inspect.signature(tiled_attention).parameters.items() if n not in "qkv"}
     if set(options) - set(defaults):
-        raise TypeError(f"tiled_attention_steps got unexpected options {sorted(set(options) - set(defaults))}; "
-                        f"it takes tiled_attention's {', '.join(defaults)}")
+        raise TypeError(f"options must be tiled_attention's {', '.join(defaults)}; "
+                        f"got unexpected {sorted(set(options) - set(defaults))}")
     settings = {**defaults, **options}  # in tiled_attention's order, as _prepare takes them
-    _, _, qt, kt, vt, mt, _, scale = _prepare(q, k, v, *settings.values())
-    yield from _tile_steps(qt, kt, vt, mt, scale, settings["causal"], settings["block_q"], settings["block_k"])
+    x, options = _prepare(q, k, v, *settings.values())  # checked at the call, not at the first step
+    return _tile_steps(x, *options)
