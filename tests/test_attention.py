@@ -196,7 +196,7 @@ def test_error_too_few_dims():
 
 def test_error_types():
     q, k, v = _qkv()
-    with pytest.raises(TypeError, match="mix of numpy arrays and torch tensors"):
+    with pytest.raises(TypeError, match="all numpy arrays or all torch tensors"):
         scaled_dot_product_attention(q.numpy(), k, v)
     with pytest.raises(TypeError, match="floating-point dtype"):
         scaled_dot_product_attention(q.long(), k.long(), v.long())

@@ -199,7 +199,7 @@ def same_kind(names: Sequence[str], xs: Sequence[Any]) -> bool:
     kinds = {isinstance(x, np.ndarray) for x in xs}
     if len(kinds) > 1:
         got = ", ".join(f"{n}: {type(x).__name__}" for n, x in zip(names, xs, strict=True))
-        raise TypeError(f"mix of numpy arrays and torch tensors ({got}); pass all of one kind")
+        raise TypeError(f"inputs must be all numpy arrays or all torch tensors, got a mix ({got})")
     return kinds == {True}
 
 
@@ -211,24 +211,6 @@ def to_output(t: torch.Tensor, as_numpy: bool) -> ArrayLike:
 def check_ndim(name: str, t: torch.Tensor, min_ndim: int, layout: str) -> None:
     if t.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimensions {layout}, got shape {tuple(t.shape)}")
-
-
-def check_bool_mask(mask: torch.Tensor, target: tuple[int, ...]) -> None:
-    """A mask must be boolean and broadcastable to ``target`` = (..., n_q, n_k)."""
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
-            "convert an additive float mask with `mask = additive == 0`"
-        )
-    try:
-        shape = torch.broadcast_shapes(mask.shape, target)
-    except RuntimeError:
-        shape = None
-    if shape != torch.Size(target):
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores' shape {target} "
-            "(..., n_q, n_k)"
-        )
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
@@ -252,10 +234,8 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, .
     try:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(
-            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
-            f"v {tuple(v.shape)} are not broadcastable"
-        ) from None
+        raise ValueError(f"q, k and v must have broadcastable leading (batch, head) dimensions, got shapes "
+                         f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}") from None
     return (*batch, q.shape[-2], k.shape[-2])
 
 
@@ -272,29 +252,6 @@ class AttentionInputs(NamedTuple):
     scores_shape: tuple[int, ...]  #: ``(..., n_q, n_k)``
 
 
-def attention_inputs(q: Any, k: Any, v: Any, mask: Any, scale: float | None) -> AttentionInputs:
-    """What every attention function does first: accept numpy or torch (not a mix), check the shapes with
-    :func:`check_qkv` and the mask with :func:`check_bool_mask`, default ``scale`` to 1/√d_k, and compute
-    float16/bfloat16 in float32 (as fused kernels do; q·k can exceed float16's 65504)."""
-    names, xs = ["q", "k", "v"], [q, k, v]
-    if mask is not None:
-        names, xs = [*names, "mask"], [*xs, mask]
-    as_numpy = same_kind(names, xs)
-    qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
-    target = check_qkv(qt, kt, vt)
-    mt = None
-    if mask is not None:
-        mt = as_tensor("mask", mask, floating=False)
-        check_bool_mask(mt, target)
-        mt = mt.expand(target)  # a view: no memory
-    scale = 1.0 / math.sqrt(qt.shape[-1]) if scale is None else scale
-    dtype = qt.dtype
-    if dtype in LOW_PRECISION:
-        qt, kt, vt = qt.float(), kt.float(), vt.float()
-    return AttentionInputs(qt, kt, vt, mt, float(scale), dtype, as_numpy, target)
-
-
-# --- added by helper-a: masks named in their messages; attention inputs with scale, device and d_k = 0 checks
 def check_mask(name: str, mask: object, shape: Sequence[int], of: str = "the scores' shape") -> torch.Tensor:
     """A boolean mask (True = keep), numpy or torch, broadcastable to ``shape``; returned expanded to it (a view,
     no memory). ``TypeError`` for another dtype, naming the conversion of an additive float mask."""
@@ -311,21 +268,18 @@ def check_mask(name: str, mask: object, shape: Sequence[int], of: str = "the sco
     return t.expand(shape)
 
 
-def check_attention_inputs(q: Any, k: Any, v: Any, mask: Any = None, scale: object = None) -> AttentionInputs:
-    """:func:`attention_inputs` with the checks it leaves out: ``scale`` a finite number, every tensor on one
-    device, leading dimensions that broadcast, messages that say what was expected. ``d_k = 0`` is allowed: the
-    scores are all 0 and each output row averages the values, as in PyTorch (the default scale is then 1)."""
+def attention_inputs(q: Any, k: Any, v: Any, mask: Any = None, scale: object = None) -> AttentionInputs:
+    """What every attention function does first: accept numpy or torch (not a mix), check the shapes with
+    :func:`check_qkv`, the mask with :func:`check_mask` and that every tensor is on one device; check ``scale``
+    (a finite number) and default it to 1/√d_k; compute float16/bfloat16 in float32 (as fused kernels do; q·k
+    can exceed float16's 65504). ``d_k = 0`` is allowed: the scores are all 0 and each output row averages the
+    values, as in PyTorch (the default scale is then 1)."""
     scale = None if scale is None else check_real("scale", scale)
     names, xs = ["q", "k", "v", "mask"], [q, k, v, mask]
     if mask is None:
         names, xs = names[:3], xs[:3]
     as_numpy = same_kind(names, xs)
     qt, kt, vt = (as_tensor(n, x) for n, x in zip(names[:3], xs[:3], strict=True))
-    try:  # before check_qkv, whose message for this names no expectation
-        torch.broadcast_shapes(qt.shape[:-2], kt.shape[:-2], vt.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"q, k and v must have broadcastable leading (batch, head) dimensions, got shapes "
-                         f"{tuple(qt.shape)}, {tuple(kt.shape)} and {tuple(vt.shape)}") from None
     target = check_qkv(qt, kt, vt)
     mt = None if mask is None else check_mask("mask", mask, target, of="the scores' shape (..., n_q, n_k) =")
     check_same_device(names, [qt, kt, vt] + ([] if mt is None else [mt]))

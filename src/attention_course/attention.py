@@ -24,7 +24,7 @@ from ._checks import (
     LOW_PRECISION,
     ArrayLike,
     as_tensor,
-    check_attention_inputs,
+    attention_inputs,
     check_instance,
     check_int,
     check_mask,
@@ -141,7 +141,7 @@ def scaled_dot_product_attention(
         ValueError: fewer than 2 dimensions, d_k of q and k differ, n_k of k and v differ, batch dimensions or
             the mask not broadcastable, tensors on different devices, a NaN or infinite scale.
     """
-    x = check_attention_inputs(q, k, v, mask, scale)
+    x = attention_inputs(q, k, v, mask, scale)
     scores = (x.q @ x.k.transpose(-2, -1)) * x.scale
     weights = _softmax_torch(scores, -1, x.mask)
     out = weights @ x.v
@@ -166,7 +166,7 @@ def attention_per_query(
     At the edges: as :func:`scaled_dot_product_attention` (no keys: zero rows; ``d_k = 0``: the mean of the
     values); float16/bfloat16 are computed in float32.
     """
-    x = check_attention_inputs(q, k, v, None, scale)
+    x = attention_inputs(q, k, v, None, scale)
     for name, t, layout in (("q", x.q, "(n_q, d_k)"), ("k", x.k, "(n_k, d_k)"), ("v", x.v, "(n_k, d_v)")):
         if t.ndim != 2:
             raise ValueError(f"{name} must have shape {layout} (2 dimensions), got shape {tuple(t.shape)}")

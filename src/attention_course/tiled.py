@@ -39,7 +39,7 @@ from ._checks import (
     ArrayLike,
     AttentionInputs,
     as_tensor,
-    check_attention_inputs,
+    attention_inputs,
     check_device,
     check_dtype,
     check_flag,
@@ -322,7 +322,7 @@ class TileStep:
 
 def _prepare(q, k, v, mask, scale, causal, block_q, block_k) -> tuple[AttentionInputs, tuple]:
     """The checked inputs, q, k and v expanded to the common batch (views), and the tiling options."""
-    x = check_attention_inputs(q, k, v, mask, scale)
+    x = attention_inputs(q, k, v, mask, scale)
     options = (check_flag("causal", causal), check_int("block_q", block_q), check_int("block_k", block_k))
     batch = x.scores_shape[:-2]
     qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
