@@ -267,7 +267,7 @@ def fit_attention_patterns(
     if not bool((targets > 0).all()) or not torch.allclose(targets.sum(-1), torch.ones((), dtype=targets.dtype)):
         raise ValueError("targets must be strictly positive with rows summing to 1, got other values")
     d_ks = check_ints("d_k_values", d_k_values)
-    steps, lr = check_int("steps", steps), check_real("lr", lr, low=0, open_low=True)
+    steps, lr = check_int("steps", steps), check_real("lr", lr, low=0)
     seed = check_int("seed", seed, low=0)
     dtype = x.dtype
     n, d_model = x.shape
@@ -449,7 +449,8 @@ def head_sweep(
         A :class:`HeadSweep` with test accuracy and test cross-entropy per (h, seed).
 
     Every argument is checked before the first run: ``heads`` and ``seeds`` non-empty (``seeds`` distinct and
-    ``≥ 0``), each ``h`` dividing ``d_model``, sizes as :func:`two_query_recall` wants them, ``lr > 0``.
+    ``≥ 0``), each ``h`` dividing ``d_model``, sizes as :func:`two_query_recall` wants them, ``lr ≥ 0`` (0 leaves
+    the weights as they start, as PyTorch's optimisers allow).
     """
     d_model = check_int("d_model", d_model)
     heads = check_ints("heads", heads)
@@ -459,7 +460,7 @@ def head_sweep(
     seeds = check_ints("seeds", seeds, low=0)
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct (a repeated seed repeats its run exactly), got {seeds}")
-    steps, lr = check_int("steps", steps), check_real("lr", lr, low=0, open_low=True)
+    steps, lr = check_int("steps", steps), check_real("lr", lr, low=0)
     _check_two_query_sizes(check_int("batch", batch), n_pairs, key_vocab, value_vocab)
     test_size = check_int("test_size", test_size)
     test = two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
