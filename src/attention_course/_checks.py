@@ -290,3 +290,27 @@ def attention_inputs(q: Any, k: Any, v: Any, mask: Any = None, scale: object = N
     if dtype in LOW_PRECISION:
         qt, kt, vt = qt.float(), kt.float(), vt.float()
     return AttentionInputs(qt, kt, vt, mt, scale, dtype, as_numpy, target)
+
+
+def check_ints(name: str, values: object, *, low: int | None = 1, high: int | None = None) -> list[int]:
+    """A non-empty sequence of integers (a list, tuple, range or integer numpy array), each checked by
+    :func:`check_int` under the name ``name[i]``; returned as a list of Python ints."""
+    if isinstance(values, np.ndarray):
+        flat = values.ndim == 1
+    else:
+        flat = isinstance(values, Sequence) and not isinstance(values, (str, bytes))
+    if not flat:
+        raise TypeError(f"{name} must be a sequence of integers such as [1, 2, 4], got {describe(values)}")
+    if len(values) == 0:
+        raise ValueError(f"{name} must hold at least one integer, got an empty {type(values).__name__}")
+    return [check_int(f"{name}[{i}]", v, low=low, high=high) for i, v in enumerate(values)]
+
+
+def check_generator(name: str, generator: object) -> torch.Generator | None:
+    """``None`` or a CPU ``torch.Generator`` (the package draws its random tensors on the CPU)."""
+    if generator is None:
+        return None
+    check_instance(name, generator, torch.Generator)
+    if generator.device.type != "cpu":
+        raise ValueError(f"{name} must be a CPU torch.Generator, got one on {generator.device}")
+    return generator

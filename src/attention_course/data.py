@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ._checks import check_choice, check_instance, check_int
+from ._checks import check_choice, check_generator, check_int
 
 if TYPE_CHECKING:
     from .train import Sampler
@@ -68,7 +68,7 @@ def associative_recall(
         ValueError: ``batch < 0``, ``n_pairs`` outside ``[1, key_vocab]``, ``value_vocab < 2``.
     """
     _check_recall(batch, n_pairs, key_vocab, value_vocab)
-    _check_generator(generator)
+    check_generator("generator", generator)
     keys = torch.rand(batch, key_vocab, generator=generator).argsort(dim=1)[:, :n_pairs]
     values = torch.randint(0, value_vocab, (batch, n_pairs), generator=generator)
     position = torch.randint(0, n_pairs, (batch,), generator=generator)
@@ -81,11 +81,6 @@ def _check_recall(batch: object, n_pairs: object, key_vocab: object, value_vocab
     key_vocab = check_int("key_vocab", key_vocab)
     check_int("n_pairs", n_pairs, low=1, high=key_vocab)  # keys are distinct within a sequence
     check_int("value_vocab", value_vocab, low=2)
-
-
-def _check_generator(generator: object) -> None:
-    if generator is not None:
-        check_instance("generator", generator, torch.Generator)
 
 
 def _new_generator(seed: object) -> torch.Generator:
@@ -126,7 +121,7 @@ def previous_token(
         ValueError: ``batch < 0``, ``length < 2``, ``vocab < 1``.
     """
     _check_previous(batch, length, vocab)
-    _check_generator(generator)
+    check_generator("generator", generator)
     tokens = torch.randint(0, vocab, (batch, length), generator=generator)
     targets = torch.full_like(tokens, -100)
     targets[:, 1:] = tokens[:, :-1]
@@ -212,7 +207,7 @@ def reverse_digits(
     check_int("min_len", min_len, low=1, high=max_len)
     check_int("n_symbols", n_symbols, low=2)
     check_choice("split", split, ("train", "test"))
-    _check_generator(generator)
+    check_generator("generator", generator)
     want_test = split == "test"
     digits = torch.empty(batch, max_len, dtype=torch.long)
     lengths = torch.empty(batch, dtype=torch.long)

@@ -25,5 +25,26 @@ def test_compare_implementations_on_cpu(causal):
     assert res["naive"]["max_abs_err"] == 0
     assert res["naive"]["peak_bytes"] >= 2 * 96 * 96 * 4  # it stores the weights of both batch entries
     assert res["tiled"]["peak_bytes"] < res["naive"]["peak_bytes"]
-    with pytest.raises(TypeError, match="q must be a torch tensor, got ndarray"):
+    with pytest.raises(TypeError, match="q must be a torch tensor .*, got float32 numpy array"):
         compare_implementations(q.numpy(), k, v)
+
+
+def test_compare_implementations_at_the_edges():
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 64, 16, generator=gen) for _ in range(3))
+    # bfloat16: every implementation answers in bfloat16, within bfloat16's rounding of the float32 answer
+    low = [t.bfloat16() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(q, k, v)
+    for name, fn in attention_implementations(*low, block=32).items():
+        out = fn()
+        assert out.dtype == torch.bfloat16, name
+        torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)
+    res = compare_implementations(*low, block=32, reps=1, warmup=0, measure_memory=False)
+    assert all(r["max_abs_err"] < 3e-2 for r in res.values()) and res["naive"]["max_abs_err"] == 0
+    # an empty problem has nothing to race (the naive-vs-others error would be a max over nothing)
+    with pytest.raises(ValueError, match="must be non-empty to be raced"):
+        compare_implementations(q[:, :0], k, v)
+    with pytest.raises(ValueError, match="one device"):
+        attention_implementations(q, k.to("meta"), v)
+    with pytest.raises(TypeError, match="q, k and v must share a dtype"):
+        attention_implementations(q, k.double(), v)

@@ -36,12 +36,40 @@ def test_counts_match_flop_counter_and_scores_agree(n, d_model, h):
 def test_counter_and_shape_errors():
     with pytest.raises(ValueError, match="positive integer"):
         hd.qk_parameters(0, 4, 2)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(TypeError, match="num_heads must be an integer"):
         hd.score_flops(4, 8, 4, 1.5)
     with pytest.raises(ValueError, match=r"w_q, w_k \(h, d_model, d_k\)"):
         hd.factorised_scores(torch.randn(3, 4), torch.randn(2, 5, 2), torch.randn(2, 5, 2))
     with pytest.raises(ValueError, match=r"w \(h, d_model, d_model\)"):
         hd.bilinear_scores(torch.randn(3, 4), torch.randn(2, 4, 3))
+
+
+def test_scores_and_counts_at_the_edges_match_torch():
+    x, w_q, w_k = torch.randn(5, 6), torch.randn(2, 6, 3), torch.randn(2, 6, 3)
+    cases = [(x[:0], w_q, w_k), (x, w_q[:0], w_k[:0]), (x, w_q[..., :0], w_k[..., :0])]  # n = 0, h = 0, d_k = 0
+    for xx, wq, wk in cases:
+        ref = (xx @ wq) @ (xx @ wk).transpose(1, 2)  # per head, by broadcasting
+        torch.testing.assert_close(hd.factorised_scores(xx, wq, wk), ref)
+        w = wq @ wk.transpose(1, 2)
+        torch.testing.assert_close(hd.bilinear_scores(xx, w), (xx @ w) @ xx.T)
+    # no tokens cost nothing, as PyTorch's FLOP counter agrees
+    with FlopCounterMode(display=False) as count:
+        hd.factorised_scores(x[:0], w_q, w_k)
+    assert hd.score_flops(0, 6, 3, 2) == count.get_total_flops() == 0
+    with pytest.raises(TypeError, match="w_k must have the dtype of x"):
+        hd.factorised_scores(x, w_q, w_k.double())  # torch's matmul: a raw RuntimeError
+    with pytest.raises(ValueError, match="one device"):
+        hd.bilinear_scores(x, torch.randn(2, 6, 6, device="meta"))
+
+
+def test_model_config_checks_its_sizes_and_stays_a_named_tuple():
+    c = hd.ModelConfig("tiny", 64, 4, 128, 2, "key")
+    assert c.d_k == 16 and tuple(c) == ("tiny", 64, 4, 128, 2, "key") and c._fields[1] == "d_model"
+    assert repr(c).startswith("ModelConfig(name='tiny'")
+    with pytest.raises(ValueError, match="num_heads must divide d_model=64"):
+        hd.ModelConfig("odd", 64, 3, 128, 2, "key")  # d_k would be 21.33, counted as 21
+    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+        hd.ModelConfig("none", 64, 0, 128, 2, "key")  # d_k: ZeroDivisionError
 
 
 def test_configurations_and_paper_table():
@@ -59,6 +87,7 @@ def test_smoothed_permutations():
     assert torch.all(p.amax(-1) == 0.8) and torch.allclose(p.amin(-1), torch.full((5, 6), 0.04, dtype=torch.float64))
     with pytest.raises(ValueError, match="peak"):
         hd.smoothed_permutations(1, 4, peak=0.2)
+    assert hd.smoothed_permutations(0, 4).shape == (0, 4, 4)  # no patterns: empty, as torch.rand(0, n)
 
 
 def test_fit_attention_patterns_meets_the_rank_bound():
@@ -83,8 +112,12 @@ def test_fit_attention_patterns_errors():
         hd.fit_attention_patterns(x, good[:, :3], [1])
     with pytest.raises(ValueError, match="strictly positive"):
         hd.fit_attention_patterns(x, torch.eye(4, dtype=torch.float64)[None], [1])
-    with pytest.raises(ValueError, match="positive integers"):
+    with pytest.raises(ValueError, match=r"d_k_values\[0\] must be a positive integer"):
         hd.fit_attention_patterns(x, good, [0, 2])
+    with pytest.raises(TypeError, match="targets must have the dtype of x"):
+        hd.fit_attention_patterns(x, good.float(), [1])  # was silently converted
+    with pytest.raises(ValueError, match="non-empty"):
+        hd.fit_attention_patterns(x, good[:0], [1])  # no target: the mean KL would be 0/0
 
 
 def test_two_query_recall_targets():
@@ -95,8 +128,11 @@ def test_two_query_recall_targets():
         pos_a = (keys[row] == qa[row]).nonzero().item()
         pos_b = (keys[row] == qb[row]).nonzero().item()
         assert target[row] == values[row, pos_a] * 4 + values[row, pos_b]
-    with pytest.raises(ValueError, match="n_pairs >= 2"):
+    with pytest.raises(ValueError, match="n_pairs must be an integer ≥ 2"):
         hd.two_query_recall(2, 1, 9, 4)
+    # an empty batch: empty tensors, as torch.randint gives
+    (keys, values, qa, qb), target = hd.two_query_recall(0, 5, 9, 4)
+    assert keys.shape == values.shape == (0, 5) and qa.shape == qb.shape == target.shape == (0,)
 
 
 def test_model_shapes_and_same_attention_parameters_for_every_h():
@@ -107,6 +143,18 @@ def test_model_shapes_and_same_attention_parameters_for_every_h():
         assert model(keys, values, qa, qb).shape == (3, 25)
         sizes.add(sum(p.numel() for p in model.attn.parameters()))
     assert len(sizes) == 1
+
+
+def test_two_query_model_at_the_edges():
+    (keys, values, qa, qb), _ = hd.two_query_recall(3, 4, 8, 5, torch.Generator().manual_seed(3))
+    model = hd.TwoQueryRecall(8, 2, 8, 5)
+    logits = model(keys, values, qa, qb)
+    assert torch.equal(model(keys.int(), values.int(), qa.int(), qb.int()), logits)  # any integer dtype
+    assert model(keys[:0], values[:0], qa[:0], qb[:0]).shape == (0, 25)  # an empty batch
+    with pytest.raises(ValueError, match=r"query_b must hold token ids in \[0, 8\)"):
+        model(keys, values, qa, qb + 8)  # nn.Embedding: a raw IndexError
+    with pytest.raises(ValueError, match="num_heads must divide d_model=8"):
+        hd.TwoQueryRecall(8, 3, 8, 5)
 
 
 def test_attention_weights_are_the_forward_pass_weights():

@@ -32,7 +32,7 @@ def test_attention_head_matches_torch_and_ties_parameters():
     assert sum(p.numel() for p in tied_qk.parameters()) == 2 * 8 * 4
     tied_kv = AttentionHead(8, 4, tie_kv=True)
     assert tied_kv.w_v is tied_kv.w_k and tied_kv.w_k is not tied_kv.w_q
-    with pytest.raises(ValueError, match="tie_kv needs d_v == d_k"):
+    with pytest.raises(ValueError, match="d_v must equal d_k when tie_kv=True"):
         AttentionHead(8, 4, 3, tie_kv=True)
     with pytest.raises(ValueError, match="d_model=8"):
         head(_randn(2, 5, 7))
@@ -61,6 +61,36 @@ def test_attention_head_scale():
         AttentionHead(8, 0)
 
 
+def test_attention_head_at_the_edges_matches_torch():
+    head = AttentionHead(6, 4, 5).double()
+    for n_q, batch in ((0, 2), (3, 0)):  # no queries, an empty batch: empty outputs of the right shape
+        x_q, x_kv = _randn(batch, n_q, 6), _randn(batch, 7, 6, seed=1)
+        out, weights = head(x_q, x_kv)
+        ref = F.scaled_dot_product_attention(x_q @ head.w_q, x_kv @ head.w_k, x_kv @ head.w_v)
+        assert out.shape == (batch, n_q, 5) and weights.shape == (batch, n_q, 7)
+        torch.testing.assert_close(out, ref)
+    # a float16 head computes its softmax in float32 and answers in float16, close to the float64 answer
+    x = _randn(2, 5, 6)
+    out, _ = head.half()(x.half())
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), head.double()(x)[0], atol=5e-3, rtol=5e-3)
+    # a fully masked query row: zero weights and a zero output, not NaN
+    mask = torch.ones(5, 5, dtype=torch.bool)
+    mask[2] = False
+    out, weights = head(x, mask=mask)
+    assert torch.equal(weights[:, 2], torch.zeros(2, 5)) and torch.equal(out[:, 2], torch.zeros(2, 5, dtype=x.dtype))
+
+
+def test_attention_head_refuses_inputs_it_would_compute_wrongly():
+    head = AttentionHead(6, 4)  # float32
+    with pytest.raises(TypeError, match="the head's dtype torch.float32"):
+        head(_randn(2, 5, 6))  # float64: torch's matmul would raise a raw RuntimeError
+    with pytest.raises(ValueError, match="one device"):
+        head(torch.zeros(2, 5, 6, device="meta"))
+    with pytest.raises(TypeError, match="x_q must be a torch tensor"):
+        head([[0.0] * 6])
+
+
 # --- the recall model -------------------------------------------------------------------------------------------
 
 def test_recall_model_shapes_invariance_and_errors():
@@ -76,8 +106,26 @@ def test_recall_model_shapes_invariance_and_errors():
     torch.testing.assert_close(model(keys[:, perm], values[:, perm], query), logits)  # pairs are a set
     with pytest.raises(ValueError, match="expected keys, values"):
         model(keys, values[:, :3], query)
-    with pytest.raises(TypeError, match="integer ids"):
+    with pytest.raises(TypeError, match="integer tensor of token ids"):
         model(keys.float(), values, query)
+    # any integer dtype is a token id: int32 (or uint8) ids give the int64 answer
+    torch.testing.assert_close(model(keys.int(), values.to(torch.uint8), query.int()), logits, rtol=0, atol=0)
+
+
+def test_recall_model_at_the_edges():
+    torch.manual_seed(0)
+    model = RecallModel(10, 7, d_model=16, d_k=4)
+    (keys, values, query), _ = recall_sampler(5, 6, 10, 7, seed=0)(0)
+    # no stored pairs: the query attends to itself alone
+    weights = model.attention(keys[:, :0], values[:, :0], query)
+    assert torch.equal(weights, torch.ones(5, 1))
+    assert model(keys[:, :0], values[:, :0], query).shape == (5, 7)
+    # an empty batch: empty logits
+    assert model(keys[:0], values[:0], query[:0]).shape == (0, 7)
+    with pytest.raises(ValueError, match=r"values must hold token ids in \[0, 7\), got ids in \[7, 7\]"):
+        model(keys, torch.full_like(values, 7), query)  # nn.Embedding would raise an IndexError
+    with pytest.raises(ValueError, match="one device"):
+        model(keys.to("meta"), values.to("meta"), query.to("meta"))
 
 
 def test_recall_model_options_and_parameter_order():

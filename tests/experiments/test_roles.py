@@ -99,7 +99,7 @@ def test_cross_attention_errors_and_the_seeds_wiring():
         cross_attention(y, x, w_k, w_k, w_v)
     with pytest.raises(ValueError, match="same d_k"):
         cross_attention(y, x, w_q, _randn(7, 3), w_v)
-    with pytest.raises(ValueError, match="encoder_states must have shape"):
+    with pytest.raises(ValueError, match="encoder_states must have at least 2 dimensions"):
         cross_attention(y, x[0], w_q, w_k, w_v)
     # Q and K from the encoder, V from the decoder: 5 keys but 3 values.
     with pytest.raises(ValueError, match="same length n_k"):
@@ -129,3 +129,59 @@ def test_previous_token_model_masks():
         bidirectional(torch.zeros(2, 9, dtype=torch.long))
     with pytest.raises(TypeError):
         bidirectional(tokens.float())
+
+
+# --- at the edges ------------------------------------------------------------------------------------------------
+
+def test_attention_alt_at_the_edges_matches_torch():
+    w = _randn(5, 6, seed=3)
+    for q_shape, kv_batch in (((0, 4), ()), ((0, 3, 4), (0,))):  # no queries; an empty batch
+        q, k, v = _randn(*q_shape), _randn(*kv_batch, 7, 4, seed=1), _randn(*kv_batch, 7, 6, seed=2)
+        out, weights = attention_alt(q, k, v, w)
+        ref = F.scaled_dot_product_attention(q, k, v) @ w.T / 2
+        assert out.shape == ref.shape and weights.shape == (*q_shape[:-1], 7)
+        torch.testing.assert_close(out, ref)
+    # float16 in, float16 out, computed like the float64 answer
+    q, k, v = _randn(3, 4), _randn(7, 4, seed=1), _randn(7, 6, seed=2)
+    out, _ = attention_alt(q.half(), k.half(), v.half(), w.half())
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), attention_alt(q, k, v, w)[0], atol=1e-2, rtol=1e-2)
+    with pytest.raises(ValueError, match="d_k >= 1"):  # 1/√0
+        attention_alt(q[:, :0], k[:, :0], v, w)
+    with pytest.raises(TypeError, match=r"w must have the dtype of q \(torch.float64\)"):
+        attention_alt(q, k, v, w.float())  # was silently converted to the output's dtype
+
+
+def test_absorb_alt_weight_at_the_edges():
+    # d_v = 0: an empty sum, zeros, as torch.matmul gives
+    absorbed = absorb_alt_weight(_randn(8, 0), _randn(5, 0), 4)
+    assert torch.equal(absorbed, torch.zeros(8, 5, dtype=torch.float64))
+    assert absorb_alt_weight(np.ones((8, 6), np.float32), np.ones((5, 6), np.float32), np.int64(4)).dtype == np.float32
+    with pytest.raises(TypeError, match="d_k must be an integer"):
+        absorb_alt_weight(_randn(8, 6), _randn(5, 6), 4.0)
+
+
+def test_cross_attention_at_the_edges_matches_torch():
+    x, w_q, w_k, w_v = _randn(5, 7, seed=1), _randn(8, 4), _randn(7, 4, seed=2), _randn(7, 6, seed=3)
+    for y in (_randn(0, 8), _randn(0, 3, 8)):  # no target positions; an empty batch of decoder states
+        out, weights = cross_attention(y, x, w_q, w_k, w_v)
+        ref = F.scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v)
+        assert out.shape == ref.shape and weights.shape == (*y.shape[:-1], 5)
+        torch.testing.assert_close(out, ref)
+    with pytest.raises(TypeError, match="w_q must have the dtype of decoder_states"):
+        cross_attention(_randn(3, 8), x, w_q.float(), w_k, w_v)  # torch's matmul: a raw RuntimeError
+    with pytest.raises(ValueError, match="one device"):
+        cross_attention(_randn(3, 8).to("meta"), x, w_q, w_k, w_v)
+
+
+def test_previous_token_model_at_the_edges():
+    torch.manual_seed(0)
+    (tokens,), _ = previous_token_sampler(4, 8, 5, seed=0)(0)
+    model = PreviousTokenModel(5, 8, d_model=16, d_k=4, tie_qk=True, mask_self=True)
+    logits = model(tokens)
+    # position 0 may attend to nothing: zero weights, zero head output, zero logits (not NaN)
+    assert torch.equal(logits[:, 0], torch.zeros(4, 5))
+    assert torch.equal(model(tokens.int()), logits)  # any integer dtype is a token id
+    assert model(tokens[:0]).shape == (0, 8, 5)  # an empty batch
+    with pytest.raises(ValueError, match=r"tokens must hold token ids in \[0, 5\)"):
+        model(tokens + 5)  # nn.Embedding: a raw IndexError (a device-side assert on a GPU)

@@ -88,10 +88,13 @@ def test_sample_dot_products_variance_and_determinism():
     g = torch.Generator().manual_seed(0)
     y = sample_dot_products(64, 20_000, sigma_q=1.5, sigma_k=0.5, generator=g, chunk=3000)
     assert torch.equal(x, y)
-    with pytest.raises(ValueError):
-        sample_dot_products(0, 10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="d_k must be a non-negative integer"):
+        sample_dot_products(-1, 10)
+    with pytest.raises(ValueError, match="sigma_q"):
         sample_dot_products(4, 10, sigma_q=-1.0)
+    # at the edges: no draws is an empty tensor (torch.randn(0)); d_k = 0 is an empty sum, exactly 0
+    assert torch.equal(sample_dot_products(4, 0), torch.empty(0, dtype=torch.float64))
+    assert torch.equal(sample_dot_products(0, 5), torch.zeros(5, dtype=torch.float64))
 
 
 # --------------------------------------------------------------------------------------------------- Jacobian
@@ -137,6 +140,32 @@ def test_softmax_jacobian_norm():
     assert norms[-1] < 1e-3 * norms[0]
     ref = torch.linalg.matrix_norm(torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), z[0]), ord=2)
     torch.testing.assert_close(softmax_jacobian_norm(z[0]), ref)
+
+
+def test_softmax_jacobian_and_its_norm_at_the_edges():
+    # n = 0: J is 0 × 0 (as torch.func.jacrev of torch.softmax) and its spectral norm 0 (torch.linalg.matrix_norm)
+    empty = torch.zeros(3, 0, dtype=torch.float64)
+    ref = torch.func.vmap(torch.func.jacrev(lambda s: torch.softmax(s, -1)))(empty)
+    assert softmax_jacobian(empty).shape == ref.shape == (3, 0, 0)
+    torch.testing.assert_close(softmax_jacobian_norm(empty), torch.linalg.matrix_norm(ref, ord=2))
+    # float16/bfloat16 (eigvalsh has no half kernel): computed in float32, returned in the input's dtype
+    z = torch.randn(5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for dtype in (torch.float16, torch.bfloat16):
+        norm = softmax_jacobian_norm(z.to(dtype))
+        assert norm.dtype == dtype
+        torch.testing.assert_close(norm.double(), softmax_jacobian_norm(z), atol=1e-2, rtol=1e-2)
+        jac = softmax_jacobian(torch.softmax(z, -1).to(dtype))
+        torch.testing.assert_close(jac.double(), softmax_jacobian(torch.softmax(z, -1)), atol=1e-2, rtol=1e-2)
+    assert softmax_jacobian_norm(np.zeros((2, 4), np.float32)).dtype == np.float32
+
+
+def test_moments_accept_numpy_integers_and_refuse_non_integers():
+    m = dot_product_moments(lambda n: stats.Normal(n, 0, SQ), lambda n: stats.Normal(n, 0, SK), np.int64(3))
+    assert sp.simplify(m.variance - 3 * SQ**2 * SK**2) == 0
+    with pytest.raises(TypeError, match="d_k must be an integer"):
+        dot_product_moments(lambda n: stats.Normal(n, 0, 1), lambda n: stats.Normal(n, 0, 1), 2.5)
+    with pytest.raises(ValueError, match="d_k must be a positive integer or an integer SymPy symbol"):
+        dot_product_moments(lambda n: stats.Normal(n, 0, 1), lambda n: stats.Normal(n, 0, 1), sp.Integer(0))
 
 
 # ------------------------------------------------------------------------------------------------- saturation
@@ -205,8 +234,11 @@ def test_random_attention_inputs_are_the_sweeps_draws():
     assert r["none"].entropy == [measure_saturation(q, k, v, up, "none").entropy]
     again = random_attention_inputs(8, n_q=5, n_k=7, d_v=3, batch=2, seed=4)
     assert all(torch.equal(a, b) for a, b in zip((q, k, v, up), again, strict=True))
-    with pytest.raises(ValueError, match="sizes"):
-        random_attention_inputs(0)
+    with pytest.raises(ValueError, match="d_k must be a non-negative integer"):
+        random_attention_inputs(-1)
+    # a size of 0 gives empty tensors, as torch.randn does
+    assert [tuple(t.shape) for t in random_attention_inputs(4, n_q=0, batch=3)] == [
+        (3, 0, 4), (3, 64, 4), (3, 64, 16), (3, 0, 16)]
 
 
 def test_outside_factor_only_rescales_the_gradient():
@@ -230,6 +262,41 @@ def test_measure_saturation_errors():
         measure_saturation(q.numpy(), k, v, up, "inside")
     with pytest.raises(ValueError, match="placement"):
         measure_saturation(q, k, v, up, "sideways")
+    with pytest.raises(TypeError, match=r"upstream must have the dtype of q \(torch.float64\)"):
+        measure_saturation(q, k, v, up.float(), "inside")  # was promoted silently
+    with pytest.raises(ValueError, match="one device"):
+        measure_saturation(q, k, v, up.to("meta"), "inside")
+
+
+def test_score_gradients_and_saturation_at_the_edges():
+    q, k, v, up = _qkvu(8)
+    r = score_gradients(q[:, :0], k, v, up[:, :0])  # no queries: empty results of the right shapes
+    assert r.scores.shape == r.grad_scores.shape == (2, 0, 7) and r.grad_q.shape == (2, 0, 8)
+    r = score_gradients(q[:0], k[:0], v[:0], up[:0])  # an empty batch
+    assert r.scores.shape == r.grad_scores.shape == (0, 5, 7) and r.grad_q.shape == (0, 5, 8)
+    # ... but there is nothing to summarise: no median over no rows
+    with pytest.raises(ValueError, match="at least one score"):
+        measure_saturation(q[:, :0], k, v, up[:, :0])
+    with pytest.raises(ValueError, match="d_k >= 1"):
+        score_gradients(q[..., :0], k[..., :0], v, up, "none")  # the scale 1/√0
+    # float16: the same gradients as float64, to float16's precision
+    r16 = score_gradients(*(t.half() for t in (q, k, v, up)))
+    r64 = score_gradients(q, k, v, up)
+    assert r16.grad_q.dtype == torch.float16
+    torch.testing.assert_close(r16.grad_q.double(), r64.grad_q, atol=1e-2, rtol=1e-2)
+    # a single score has no spread: NaN, torch.std's answer (with its warning)
+    with pytest.warns(UserWarning):
+        assert math.isnan(measure_saturation(q[:1, :1], k[:1, :1], v[:1, :1], up[:1, :1]).score_std)
+
+
+def test_saturation_sweep_checks_everything_first():
+    with pytest.raises(TypeError, match="placements must be a non-empty sequence"):
+        saturation_sweep([4], placements="inside")  # a string is not a list of names
+    with pytest.raises(ValueError, match=r"placements\[1\] must be one of"):
+        saturation_sweep([4], placements=("inside", "after"))
+    with pytest.raises(ValueError, match=r"d_ks\[1\] must be a positive integer"):
+        saturation_sweep([4, 0])
+    assert saturation_sweep(np.array([2]), placements=["none"], n_k=3, n_q=2, batch=1)["none"].entropy[0] > 0
 
 
 def test_saturation_sweep_scaled_flat_unscaled_collapses():
@@ -241,7 +308,7 @@ def test_saturation_sweep_scaled_flat_unscaled_collapses():
     assert none.grad_scores_median[1] < 1e-2 * none.grad_scores_median[0]
     assert none.entropy[1] < 0.2 * math.log(32) < inside.entropy[1]
     assert none.max_weight[1] > 0.8
-    with pytest.raises(ValueError, match="at least one d_k"):
+    with pytest.raises(ValueError, match="d_ks must hold at least one integer"):
         saturation_sweep([])
     with pytest.raises(ValueError, match="placement"):
         saturation_sweep([4], placements=("sideways",))
@@ -332,3 +399,21 @@ def test_train_retrieval_learns_and_is_deterministic():
         assert r.accuracy > 0.5  # chance is 1/8
     with pytest.raises(ValueError):
         train_retrieval(True, seeds=[0], steps=0, **kw)
+
+
+def test_probes_at_the_edges_and_a_bad_test_set_fails_before_training():
+    torch.manual_seed(0)
+    model = RecallModel(10, 6, d_model=8, d_k=4)
+    inputs, _ = _batch(8, 4, 10, 6)
+    assert logit_std(model, inputs) > 0 and independence_ratio(model, inputs) > 0
+    empty = tuple(t[:0] for t in inputs)
+    with pytest.warns(UserWarning):  # torch.std over nothing: NaN, with PyTorch's warning
+        assert math.isnan(logit_std(model, empty))
+    assert math.isnan(independence_ratio(model, empty))
+    bad = ((inputs[0] + 10, *inputs[1:]), torch.zeros(8, dtype=torch.long))  # key ids beyond key_vocab = 10
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    with pytest.raises(ValueError, match=r"keys must hold token ids in \[0, 10\)"):
+        train_retrieval(True, [0], 10_000, d_k=4, d_model=8, n_pairs=4, key_vocab=10, value_vocab=6, test=bad)
+    assert torch.equal(torch.rand(3), expected)  # the check left the caller's random state alone

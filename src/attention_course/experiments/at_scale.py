@@ -13,12 +13,20 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from .._checks import check_flag, check_int, check_qkv, check_same_device, check_tensor
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
 from ..measure import attention_flops, peak_memory_bytes, time_interleaved
 from ..tiled import tiled_attention
 
 __all__ = ["attention_implementations", "compare_implementations"]
+
+
+def _check_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    for name, t, layout in (("q", q, "(..., n_q, d_k)"), ("k", k, "(..., n_k, d_k)"), ("v", v, "(..., n_k, d_v)")):
+        check_tensor(name, t, layout=layout)
+    check_qkv(q, k, v)
+    check_same_device(["q", "k", "v"], [q, k, v])
 
 
 def attention_implementations(
@@ -35,7 +43,13 @@ def attention_implementations(
         q, k, v: ``(..., n, d)`` torch tensors on one device (self-attention shapes when ``causal``).
         causal: query i attends to keys j ≤ i: upper-left aligned, as ``is_causal`` (naive gets the same mask
             from :func:`~attention_course.masks.causal_mask`).
+        block: the tile size of ``tiled``, a positive integer.
+
+    The arguments are checked here, not when the functions run. At the edges (no queries, no keys, an empty
+    batch) each function gives what its implementation gives.
     """
+    _check_problem(q, k, v)
+    causal, block = check_flag("causal", causal), check_int("block", block)
     mask = None
     if causal:  # the same upper-left alignment as tiled_attention(causal=True) and F.sdpa(is_causal=True)
         mask = causal_mask(q.shape[-2], k.shape[-2], alignment="upper_left", device=q.device)
@@ -89,10 +103,23 @@ def compare_implementations(
     Returns:
         name → ``{"max_abs_err", "peak_bytes", "median_s", "tflops"}``, where ``max_abs_err`` is against the naive
         output and ``tflops`` counts :func:`~attention_course.measure.attention_flops` per median second.
+
+    At the edges: an empty problem (a zero size anywhere in ``q``, ``k`` or ``v``) is refused: there is no
+    output to compare and no work to time. Low-precision inputs are raced in their dtype; the errors are
+    measured in float32.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch tensor, got {type(t).__name__}")
+    _check_problem(q, k, v)
+    if 0 in (q.numel(), k.numel(), v.numel()):
+        raise ValueError(
+            f"q, k and v must be non-empty to be raced, got shapes {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    reps, warmup = check_int("reps", reps), check_int("warmup", warmup, low=0)
+    if num_threads is not None:
+        num_threads = check_int("num_threads", num_threads)
+    if check_flag("measure_memory", measure_memory) and q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q must be on a CPU or CUDA device to measure memory (or pass measure_memory=False), "
+                         f"got one on {q.device}")
     fns = attention_implementations(q, k, v, causal=causal, block=block)
     device = q.device
     ref = fns["naive"]().float()

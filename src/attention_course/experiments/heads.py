@@ -23,6 +23,18 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from .._checks import (
+    check_flag,
+    check_generator,
+    check_instance,
+    check_int,
+    check_ints,
+    check_real,
+    check_same_device,
+    check_tensor,
+    check_token_ids,
+    describe,
+)
 from ..data import associative_recall
 from ..measure import cpu_threads
 from ..multihead import MultiHeadAttention
@@ -48,8 +60,17 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------------ cost
-class ModelConfig(NamedTuple):
-    """One published configuration.
+class _Config(NamedTuple):
+    name: str
+    d_model: int
+    num_heads: int
+    n_ctx: int
+    attention_layers: int
+    cite: str
+
+
+class ModelConfig(_Config):
+    """One published configuration (a named tuple whose sizes are checked when it is made).
 
     Attributes:
         name: the model's name.
@@ -60,12 +81,16 @@ class ModelConfig(NamedTuple):
         cite: the bibliography key of the source.
     """
 
-    name: str
-    d_model: int
-    num_heads: int
-    n_ctx: int
-    attention_layers: int
-    cite: str
+    __slots__ = ()
+
+    def __new__(cls, name: str, d_model: int, num_heads: int, n_ctx: int, attention_layers: int, cite: str):
+        check_instance("name", name, str)
+        check_instance("cite", cite, str)
+        sizes = {"d_model": d_model, "num_heads": num_heads, "n_ctx": n_ctx, "attention_layers": attention_layers}
+        d_model, num_heads, n_ctx, attention_layers = (check_int(k, v) for k, v in sizes.items())
+        if d_model % num_heads:
+            raise ValueError(f"num_heads must divide d_model={d_model} (d_k = d_model / h), got {num_heads}")
+        return super().__new__(cls, name, d_model, num_heads, n_ctx, attention_layers, cite)
 
     @property
     def d_k(self) -> int:
@@ -93,20 +118,14 @@ PAPER_TABLE3_A: tuple[tuple[int, int, float, float], ...] = (
 )
 
 
-def _check_positive(**values: int) -> None:
-    for name, v in values.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-
-
 def qk_parameters(d_model: int, d_k: int, num_heads: int, factorised: bool = True) -> int:
     """Weights that produce the scores of ``num_heads`` heads (biases excluded).
 
     Factorised: :math:`W_i^Q, W_i^K` of :math:`d_\\text{model}\\times d_k` each, :math:`2 h\\,d_\\text{model} d_k`.
-    One matrix :math:`W_i` per head: :math:`h\\,d_\\text{model}^2`.
+    One matrix :math:`W_i` per head: :math:`h\\,d_\\text{model}^2`. Every size must be a positive integer.
     """
-    _check_positive(d_model=d_model, d_k=d_k, num_heads=num_heads)
-    return 2 * num_heads * d_model * d_k if factorised else num_heads * d_model**2
+    d_model, d_k, num_heads = check_int("d_model", d_model), check_int("d_k", d_k), check_int("num_heads", num_heads)
+    return 2 * num_heads * d_model * d_k if check_flag("factorised", factorised) else num_heads * d_model**2
 
 
 def score_flops(n: int, d_model: int, d_k: int, num_heads: int, factorised: bool = True) -> int:
@@ -116,11 +135,23 @@ def score_flops(n: int, d_model: int, d_k: int, num_heads: int, factorised: bool
     Factorised: :math:`Q = XW^Q, K = XW^K` (:math:`2\\cdot n\\,d_\\text{model}\\,h d_k` multiply–adds), then
     :math:`QK^\\top` per head (:math:`h\\,n^2 d_k`). One matrix per head: :math:`XW_i` (:math:`n\\,d_\\text{model}^2`)
     then :math:`(XW_i)X^\\top` (:math:`n^2 d_\\text{model}`), times :math:`h`.
+
+    At the edges: ``n = 0`` (no tokens) costs 0; the model's sizes must be positive integers.
     """
-    _check_positive(n=n, d_model=d_model, d_k=d_k, num_heads=num_heads)
-    if factorised:
+    n = check_int("n", n, low=0)
+    d_model, d_k, num_heads = check_int("d_model", d_model), check_int("d_k", d_k), check_int("num_heads", num_heads)
+    if check_flag("factorised", factorised):
         return 2 * (2 * n * d_model * num_heads * d_k + num_heads * n * n * d_k)
     return 2 * num_heads * (n * d_model**2 + n * n * d_model)
+
+
+def _check_scores_inputs(names: list[str], xs: list[object], ndims: list[int]) -> None:
+    layouts = {"x": "(n, d_model)", "w": "(h, d_model, d_model)"}
+    for name, t, ndim in zip(names, xs, ndims, strict=True):
+        check_tensor(name, t, ndim=ndim, layout=layouts.get(name, "(h, d_model, d_k)"))
+        if t.dtype != xs[0].dtype:
+            raise TypeError(f"{name} must have the dtype of x ({xs[0].dtype}), got {describe(t)}")
+    check_same_device(names, xs)
 
 
 def factorised_scores(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor) -> torch.Tensor:
@@ -130,9 +161,11 @@ def factorised_scores(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor) -> 
         x: ``(n, d_model)``; w_q, w_k: ``(h, d_model, d_k)``.
 
     Returns:
-        ``(h, n, n)``.
+        ``(h, n, n)``, in the inputs' dtype. At the edges: ``n = 0`` or ``h = 0`` give an empty tensor, ``d_k = 0``
+        zeros (an empty sum), as ``torch.matmul`` does.
     """
-    if x.ndim != 2 or w_q.ndim != 3 or w_q.shape != w_k.shape or w_q.shape[1] != x.shape[1]:
+    _check_scores_inputs(["x", "w_q", "w_k"], [x, w_q, w_k], [2, 3, 3])
+    if w_q.shape != w_k.shape or w_q.shape[1] != x.shape[1]:
         raise ValueError(f"expected x (n, d_model) and w_q, w_k (h, d_model, d_k), got x {tuple(x.shape)}, "
                          f"w_q {tuple(w_q.shape)}, w_k {tuple(w_k.shape)}")
     h, d_model, d_k = w_q.shape
@@ -148,9 +181,11 @@ def bilinear_scores(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         x: ``(n, d_model)``; w: ``(h, d_model, d_model)``.
 
     Returns:
-        ``(h, n, n)``.
+        ``(h, n, n)``, in the inputs' dtype. At the edges: ``n = 0`` or ``h = 0`` give an empty tensor, ``d_model = 0``
+        zeros (an empty sum), as ``torch.matmul`` does.
     """
-    if x.ndim != 2 or w.ndim != 3 or w.shape[1:] != (x.shape[1], x.shape[1]):
+    _check_scores_inputs(["x", "w"], [x, w], [2, 3])
+    if w.shape[1:] != (x.shape[1], x.shape[1]):
         raise ValueError(f"expected x (n, d_model) and w (h, d_model, d_model), got x {tuple(x.shape)}, "
                          f"w {tuple(w.shape)}")
     return (x @ w) @ x.T
@@ -163,11 +198,12 @@ def smoothed_permutations(
     """``m`` random permutation patterns over ``n`` tokens, made strictly positive.
 
     Query ``i`` puts weight ``peak`` on key ``π(i)`` for a random permutation ``π`` and spreads ``1 - peak``
-    evenly over the other ``n - 1`` keys. Returns ``(m, n, n)`` float64, rows summing to 1.
+    evenly over the other ``n - 1`` keys. Returns ``(m, n, n)`` float64, rows summing to 1 (``m = 0``: an empty
+    tensor, as ``torch.rand``); ``n ≥ 2`` and ``1/n < peak < 1`` keep every weight positive and the peak the largest.
     """
-    _check_positive(m=m, n=n)
-    if n < 2 or not (1.0 / n < peak < 1.0):
-        raise ValueError(f"need n >= 2 and 1/n < peak < 1, got n={n}, peak={peak}")
+    m, n = check_int("m", m, low=0), check_int("n", n, low=2)
+    peak = check_real("peak", peak, low=1.0 / n, high=1.0, open_low=True, open_high=True)
+    generator = check_generator("generator", generator)
     perms = torch.rand(m, n, generator=generator).argsort(dim=-1)
     p = torch.full((m, n, n), (1.0 - peak) / (n - 1), dtype=torch.float64)
     return p.scatter_(2, perms[..., None], peak)
@@ -214,15 +250,25 @@ def fit_attention_patterns(
 
     Returns:
         A :class:`PatternFit`.
+
+    At the edges: ``x`` and ``targets`` are CPU tensors of one floating dtype (the fit runs in it); at least one
+    target (``m ≥ 1``), one token (``n ≥ 1``) and ``d_model ≥ 1`` are needed, or the mean KL would be 0/0.
     """
-    if x.ndim != 2 or targets.ndim != 3 or targets.shape[1:] != (x.shape[0], x.shape[0]):
-        raise ValueError(f"expected x (n, d_model) and targets (m, n, n), got x {tuple(x.shape)} and targets "
-                         f"{tuple(targets.shape)}")
+    check_tensor("x", x, ndim=2, layout="(n, d_model)")
+    check_tensor("targets", targets, ndim=3, layout="(m, n, n)")
+    if targets.shape[1:] != (x.shape[0], x.shape[0]) or 0 in targets.shape or 0 in x.shape:
+        raise ValueError(f"expected non-empty x (n, d_model) and targets (m, n, n), got x {tuple(x.shape)} and "
+                         f"targets {tuple(targets.shape)}")
+    if targets.dtype != x.dtype:
+        raise TypeError(f"targets must have the dtype of x ({x.dtype}), got {describe(targets)}")
+    for name, t in (("x", x), ("targets", targets)):
+        if t.device.type != "cpu":
+            raise ValueError(f"{name} must be on the CPU (the fit runs on one CPU thread), got {describe(t)}")
     if not bool((targets > 0).all()) or not torch.allclose(targets.sum(-1), torch.ones((), dtype=targets.dtype)):
-        raise ValueError("targets must be strictly positive with rows summing to 1")
-    d_ks = [int(d) for d in d_k_values]
-    if not d_ks or min(d_ks) < 1:
-        raise ValueError(f"d_k_values must be positive integers, got {list(d_k_values)}")
+        raise ValueError("targets must be strictly positive with rows summing to 1, got other values")
+    d_ks = check_ints("d_k_values", d_k_values)
+    steps, lr = check_int("steps", steps), check_real("lr", lr, low=0)
+    seed = check_int("seed", seed, low=0)
     dtype = x.dtype
     n, d_model = x.shape
     m, n_d, d_max = targets.shape[0], len(d_ks), max(d_ks)
@@ -255,6 +301,13 @@ def fit_attention_patterns(
 
 
 # ------------------------------------------------------------------------------------- Table 3 (A) in small
+def _check_two_query_sizes(batch: int, n_pairs: int, key_vocab: int, value_vocab: int) -> None:
+    check_int("batch", batch, low=0)
+    check_int("n_pairs", n_pairs, low=2)  # two different queries
+    check_int("key_vocab", key_vocab, low=n_pairs)  # distinct keys
+    check_int("value_vocab", value_vocab, low=2)
+
+
 def two_query_recall(
     batch: int, n_pairs: int, key_vocab: int, value_vocab: int, generator: torch.Generator | None = None
 ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -267,9 +320,12 @@ def two_query_recall(
     Returns:
         ``((keys, values, query_a, query_b), target)``: ``keys``, ``values`` ``(batch, n_pairs)``;
         ``query_a``, ``query_b``, ``target`` ``(batch,)``, ``target`` in ``[0, value_vocab²)``.
+
+    Needs ``n_pairs ≥ 2`` (two different keys), ``n_pairs ≤ key_vocab`` (the keys are distinct) and
+    ``value_vocab ≥ 2``. At the edges: ``batch = 0`` gives empty tensors.
     """
-    if n_pairs < 2:
-        raise ValueError(f"two different queries need n_pairs >= 2, got {n_pairs}")
+    _check_two_query_sizes(batch, n_pairs, key_vocab, value_vocab)
+    check_generator("generator", generator)
     first = associative_recall(batch, n_pairs, key_vocab, value_vocab, generator)
     shift = torch.randint(1, n_pairs, (batch,), generator=generator)
     pos_b = (first.position + shift) % n_pairs
@@ -280,7 +336,10 @@ def two_query_recall(
 
 def two_query_sampler(batch: int, n_pairs: int, key_vocab: int, value_vocab: int, seed: int) -> Sampler:
     """A seeded stream of :func:`two_query_recall` batches for :func:`~attention_course.train.fit`:
-    ``step -> ((keys, values, query_a, query_b), target)``, drawn in order from one generator seeded with ``seed``."""
+    ``step -> ((keys, values, query_a, query_b), target)``, drawn in order from one generator seeded with ``seed``.
+    The sizes are checked here, as :func:`two_query_recall` checks them."""
+    _check_two_query_sizes(batch, n_pairs, key_vocab, value_vocab)
+    seed = check_int("seed", seed, low=0)
     g = torch.Generator().manual_seed(seed)
     return lambda step: two_query_recall(batch, n_pairs, key_vocab, value_vocab, g)
 
@@ -294,12 +353,18 @@ class TwoQueryRecall(nn.Module):
     connection adds the question back, and an MLP (``LayerNorm``, ``d_model → 4 d_model → value_vocab²``) answers.
     Only the attention layer changes with ``num_heads``; its parameter count does not.
 
-    Input shapes: ``keys``, ``values`` ``(batch, n_pairs)``; ``query_a``, ``query_b`` ``(batch,)``.
-    Output: logits ``(batch, value_vocab²)``.
+    Input shapes: ``keys``, ``values`` ``(batch, n_pairs)``; ``query_a``, ``query_b`` ``(batch,)``: token ids of
+    any integer dtype, on the model's device, ``keys`` and the queries in ``[0, key_vocab)``, ``values`` in
+    ``[0, value_vocab)``. Output: logits ``(batch, value_vocab²)``. At the edges: an empty batch gives empty
+    logits.
     """
 
     def __init__(self, d_model: int, num_heads: int, key_vocab: int, value_vocab: int) -> None:
         super().__init__()
+        d_model, num_heads = check_int("d_model", d_model), check_int("num_heads", num_heads)
+        key_vocab, value_vocab = check_int("key_vocab", key_vocab), check_int("value_vocab", value_vocab)
+        if d_model % num_heads:
+            raise ValueError(f"num_heads must divide d_model={d_model}, got {num_heads}")
         self.value_vocab = value_vocab
         self.key_embedding = nn.Embedding(key_vocab, d_model)
         self.value_embedding = nn.Embedding(value_vocab, d_model)
@@ -312,6 +377,18 @@ class TwoQueryRecall(nn.Module):
     def _embed(
         self, keys: torch.Tensor, values: torch.Tensor, query_a: torch.Tensor, query_b: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        names, ids = ["keys", "values", "query_a", "query_b"], [keys, values, query_a, query_b]
+        for name, t in zip(names, ids, strict=True):
+            check_tensor(name, t, kind="integer", ndim=2 if name in ("keys", "values") else 1,
+                         layout="(batch, n_pairs)" if name in ("keys", "values") else "(batch,)")
+        if values.shape != keys.shape or query_a.shape != keys.shape[:1] or query_b.shape != keys.shape[:1]:
+            raise ValueError("expected keys, values (batch, n_pairs) and query_a, query_b (batch,), got "
+                             + ", ".join(str(tuple(t.shape)) for t in ids))
+        check_same_device([*names, "the model"], [*ids, self.key_embedding.weight])
+        for name, t in zip(names, ids, strict=True):
+            vocab = self.value_vocab if name == "values" else self.key_embedding.num_embeddings
+            check_token_ids(name, t, vocab, ndim=t.ndim)
+        keys, values, query_a, query_b = (t.long() for t in ids)  # nn.Embedding takes int32 and int64 only
         memory = self.key_embedding(keys) + self.value_embedding(values)  # (batch, n_pairs, d_model)
         question = (self.query_a_embedding(query_a) + self.query_b_embedding(query_b))[:, None]  # (batch, 1, d)
         return memory, question
@@ -370,10 +447,22 @@ def head_sweep(
 
     Returns:
         A :class:`HeadSweep` with test accuracy and test cross-entropy per (h, seed).
+
+    Every argument is checked before the first run: ``heads`` and ``seeds`` non-empty (``seeds`` distinct and
+    ``≥ 0``), each ``h`` dividing ``d_model``, sizes as :func:`two_query_recall` wants them, ``lr ≥ 0`` (0 leaves
+    the weights as they start, as PyTorch's optimisers allow).
     """
+    d_model = check_int("d_model", d_model)
+    heads = check_ints("heads", heads)
     for h in heads:
         if d_model % h:
-            raise ValueError(f"every number of heads must divide d_model={d_model}, got {h}")
+            raise ValueError(f"every number of heads must divide d_model={d_model}, got heads containing {h}")
+    seeds = check_ints("seeds", seeds, low=0)
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct (a repeated seed repeats its run exactly), got {seeds}")
+    steps, lr = check_int("steps", steps), check_real("lr", lr, low=0)
+    _check_two_query_sizes(check_int("batch", batch), n_pairs, key_vocab, value_vocab)
+    test_size = check_int("test_size", test_size)
     test = two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
     runs = {
         h: run_seeds(

@@ -14,18 +14,22 @@ import math
 import torch
 from torch import nn
 
+from .._checks import (
+    check_choice,
+    check_flag,
+    check_int,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+    check_token_ids,
+    describe,
+)
 from ..attention import scaled_dot_product_attention
 
 __all__ = ["INITS", "AttentionHead", "RecallModel"]
 
 #: The initialisations of :class:`RecallModel`'s embeddings (see there).
 INITS: tuple[str, ...] = ("torch", "unit")
-
-
-def _check_sizes(**sizes: int) -> None:
-    for name, v in sizes.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
 
 
 class AttentionHead(nn.Module):
@@ -39,7 +43,11 @@ class AttentionHead(nn.Module):
 
     ``forward(x_q, x_kv=None, mask=None) -> (out, weights)``: ``x_q`` is ``(..., n_q, d_model)``, ``x_kv``
     ``(..., n_k, d_model)`` (default: ``x_q``, self-attention); returns ``(..., n_q, d_v)`` and
-    ``(..., n_q, n_k)``.
+    ``(..., n_q, n_k)``. The inputs must have the projections' dtype and device (convert the head with ``.to``).
+
+    At the edges: ``n_q = 0``, ``n_k = 0`` or an empty batch give what
+    :func:`~attention_course.attention.scaled_dot_product_attention` gives for them; a fully masked query row has
+    zero weights and a zero output.
     """
 
     def __init__(
@@ -53,12 +61,13 @@ class AttentionHead(nn.Module):
         scaled: bool = True,
     ):
         super().__init__()
-        d_v = d_k if d_v is None else d_v
-        _check_sizes(d_model=d_model, d_k=d_k, d_v=d_v)
+        d_model, d_k = check_int("d_model", d_model), check_int("d_k", d_k)
+        d_v = d_k if d_v is None else check_int("d_v", d_v)
+        tie_qk, tie_kv = check_flag("tie_qk", tie_qk), check_flag("tie_kv", tie_kv)
         if tie_kv and d_v != d_k:
-            raise ValueError(f"tie_kv needs d_v == d_k, got d_k={d_k}, d_v={d_v}")
+            raise ValueError(f"d_v must equal d_k when tie_kv=True (W^K = W^V), got d_k={d_k}, d_v={d_v}")
         self.tie_qk, self.tie_kv = tie_qk, tie_kv
-        self.scale = 1.0 / math.sqrt(d_k) if scaled else 1.0
+        self.scale = 1.0 / math.sqrt(d_k) if check_flag("scaled", scaled) else 1.0
 
         def new(cols: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(d_model, cols) / math.sqrt(d_model))
@@ -73,8 +82,16 @@ class AttentionHead(nn.Module):
         x_kv = x_q if x_kv is None else x_kv
         d_model = self.w_q.shape[0]
         for name, x in (("x_q", x_q), ("x_kv", x_kv)):
-            if x.ndim < 2 or x.shape[-1] != d_model:
+            check_tensor(name, x, layout=f"(..., n, d_model={d_model})")
+            check_ndim(name, x, 2, f"(..., n, d_model={d_model})")
+            if x.shape[-1] != d_model:
                 raise ValueError(f"{name} must have shape (..., n, d_model={d_model}), got {tuple(x.shape)}")
+            if x.dtype != self.w_q.dtype:
+                raise TypeError(f"{name} must have the head's dtype {self.w_q.dtype}, got {describe(x)}")
+        names, xs = ["x_q", "x_kv", "the head's W^Q"], [x_q, x_kv, self.w_q]
+        if isinstance(mask, torch.Tensor):  # (scaled_dot_product_attention checks the mask's dtype and shape)
+            names, xs = [*names, "mask"], [*xs, mask]
+        check_same_device(names, xs)
         return scaled_dot_product_attention(
             x_q @ self.w_q, x_kv @ self.w_k, x_kv @ self.w_v, mask=mask, scale=self.scale
         )
@@ -103,9 +120,14 @@ class RecallModel(nn.Module):
     the order each chapter's runs were made with (see the comment in the code).
 
     ``forward(keys, values, query)`` with ``keys, values (batch, n_pairs)`` and ``query (batch,)`` returns
-    logits ``(batch, value_vocab)``. :meth:`queries_keys` returns the query position's ``q (batch, 1, d_k)`` and
-    every position's ``k (batch, n_pairs + 1, d_k)``; :meth:`scores` the softmax's input ``(batch, n_pairs + 1)``;
-    :meth:`attention` the query's weights ``(batch, n_pairs + 1)``. The last column is the query itself.
+    logits ``(batch, value_vocab)``; the ids may be any integer dtype, on the model's device, in range
+    (``keys``, ``query`` in ``[0, key_vocab)``, ``values`` in ``[0, value_vocab)``). :meth:`queries_keys` returns
+    the query position's ``q (batch, 1, d_k)`` and every position's ``k (batch, n_pairs + 1, d_k)``;
+    :meth:`scores` the softmax's input ``(batch, n_pairs + 1)``; :meth:`attention` the query's weights
+    ``(batch, n_pairs + 1)``. The last column is the query itself.
+
+    At the edges: ``n_pairs = 0`` leaves the query attending to itself alone (weight 1); an empty batch gives
+    empty outputs.
     """
 
     key_embed: nn.Embedding
@@ -125,9 +147,9 @@ class RecallModel(nn.Module):
         init: str = "torch",
     ):
         super().__init__()
-        _check_sizes(key_vocab=key_vocab, value_vocab=value_vocab, d_model=d_model, d_k=d_k)
-        if init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {init!r}")
+        key_vocab, value_vocab = check_int("key_vocab", key_vocab), check_int("value_vocab", value_vocab)
+        d_model, d_k = check_int("d_model", d_model), check_int("d_k", d_k)
+        check_choice("init", init, INITS)  # (AttentionHead checks the flags)
         key_embed, value_embed = nn.Embedding(key_vocab, d_model), nn.Embedding(value_vocab, d_model)
         self.query_marker = nn.Parameter(torch.randn(d_model))
         if init == "unit":
@@ -153,14 +175,20 @@ class RecallModel(nn.Module):
         self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The query position's state ``(batch, 1, d_model)`` and the sequence's ``(batch, n_pairs + 1, d_model)``."""
-        if keys.ndim != 2 or values.shape != keys.shape or query.shape != keys.shape[:1]:
+        keys = check_tensor("keys", keys, kind="integer", ndim=2, layout="of token ids (batch, n_pairs)")
+        values = check_tensor("values", values, kind="integer", layout="of token ids (batch, n_pairs)")
+        query = check_tensor("query", query, kind="integer", layout="of token ids (batch,)")
+        if values.shape != keys.shape or query.shape != keys.shape[:1]:
             raise ValueError(
                 "expected keys, values (batch, n_pairs) and query (batch,), got "
                 f"{tuple(keys.shape)}, {tuple(values.shape)}, {tuple(query.shape)}"
             )
-        for name, t in (("keys", keys), ("values", values), ("query", query)):
-            if t.dtype != torch.long:
-                raise TypeError(f"{name} must be integer ids (torch.long), got {t.dtype}")
+        check_same_device(["keys", "values", "query", "the model"], [keys, values, query, self.query_marker])
+        key_vocab, value_vocab = self.key_embed.num_embeddings, self.value_embed.num_embeddings
+        check_token_ids("keys", keys, key_vocab)
+        check_token_ids("values", values, value_vocab)
+        check_token_ids("query", query, key_vocab, ndim=1, layout="(batch,)")
+        keys, values, query = keys.long(), values.long(), query.long()  # nn.Embedding takes int32 and int64 only
         pairs = self.key_embed(keys) + self.value_embed(values)  # (batch, n_pairs, d_model)
         x_q = (self.key_embed(query) + self.query_marker)[:, None, :]  # (batch, 1, d_model)
         return x_q, torch.cat([pairs, x_q], dim=1)

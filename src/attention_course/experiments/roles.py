@@ -18,17 +18,39 @@ import torch
 from torch import nn
 
 from .. import masks
-from .._checks import ArrayLike, as_tensor, same_kind, to_output
+from .._checks import (
+    ArrayLike,
+    as_tensor,
+    check_flag,
+    check_int,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+    check_token_ids,
+    describe,
+    same_kind,
+    to_output,
+)
 from ..attention import scaled_dot_product_attention
 from .recall import AttentionHead
 
 __all__ = ["attention_alt", "absorb_alt_weight", "cross_attention", "PreviousTokenModel"]
 
 
-def _check_matrix(name: str, w: torch.Tensor, rows: int | None, layout: str) -> None:
-    if w.ndim != 2:
-        raise ValueError(f"{name} must be a matrix of shape {layout}, got shape {tuple(w.shape)}")
-    if rows is not None and w.shape[0] != rows:
+def _tensors(names: list[str], xs: list[object]) -> tuple[bool, list[torch.Tensor]]:
+    """Numpy arrays or torch tensors (not a mix), floating point, of one dtype and on one device."""
+    as_numpy = same_kind(names, xs)
+    ts = [as_tensor(n, x) for n, x in zip(names, xs, strict=True)]
+    for n, t in zip(names[1:], ts[1:], strict=True):
+        if t.dtype != ts[0].dtype:
+            raise TypeError(f"{n} must have the dtype of {names[0]} ({ts[0].dtype}), got {describe(t)}")
+    check_same_device(names, ts)
+    return as_numpy, ts
+
+
+def _check_rows(name: str, w: torch.Tensor, rows: int, layout: str) -> None:
+    check_tensor(name, w, ndim=2, layout=layout)
+    if w.shape[0] != rows:
         raise ValueError(f"{name} must have shape {layout} with {rows} rows, got shape {tuple(w.shape)}")
 
 
@@ -50,23 +72,30 @@ def attention_alt(
     Returns:
         ``(output, weights)``: ``(..., n_q, d_out)`` and ``(..., n_q, n_k)``, of the inputs' kind.
 
+    At the edges: no keys, no queries or an empty batch give what :func:`scaled_dot_product_attention` gives,
+    times ``Wᵀ/√d_k``; ``d_k = 0`` is refused (the factor 1/√d_k is undefined).
+
     Raises:
-        TypeError, ValueError: as :func:`scaled_dot_product_attention`, or ``w`` not ``(d_out, d_v)``.
+        TypeError, ValueError: as :func:`scaled_dot_product_attention`, or ``w`` not ``(d_out, d_v)`` of the
+        dtype and device of ``q``, or ``d_k = 0``.
     """
     names, xs = ["q", "k", "v", "w"], [q, k, v, w]
-    as_numpy = same_kind(names, xs if mask is None else [*xs, mask])
-    wt = as_tensor("w", w)
-    vt = as_tensor("v", v)
-    _check_matrix("w", wt, None, "(d_out, d_v)")
+    if mask is not None:
+        same_kind([*names, "mask"], [*xs, mask])
+    as_numpy, (qt, kt, vt, wt) = _tensors(names, xs)
+    check_tensor("w", wt, ndim=2, layout="(d_out, d_v)")
+    check_ndim("v", vt, 2, "(..., n_k, d_v)")
     if wt.shape[1] != vt.shape[-1]:
         raise ValueError(
             f"w must have shape (d_out, d_v) with d_v = v.shape[-1] = {vt.shape[-1]}, got shape {tuple(wt.shape)}"
         )
-    qt, kt = as_tensor("q", q), as_tensor("k", k)
+    if qt.ndim and qt.shape[-1] == 0:
+        raise ValueError(f"q must have d_k >= 1 (AttentionAlt divides by √d_k), got shape {tuple(qt.shape)}")
     mt = None if mask is None else as_tensor("mask", mask, floating=False)
+    if mt is not None:
+        check_same_device(["q", "mask"], [qt, mt])
     out, weights = scaled_dot_product_attention(qt, kt, vt, mask=mt)
-    d_k = qt.shape[-1]
-    alt = (out @ wt.transpose(0, 1).to(out.dtype)) / math.sqrt(d_k)
+    alt = (out @ wt.transpose(0, 1)) / math.sqrt(qt.shape[-1])
     return to_output(alt, as_numpy), to_output(weights, as_numpy)
 
 
@@ -78,18 +107,17 @@ def absorb_alt_weight(w_v: ArrayLike, w: ArrayLike, d_k: int) -> ArrayLike:
         w_v: ``(d_model, d_v)``; w: ``(d_out, d_v)``; d_k: the query/key width of the head.
 
     Returns:
-        ``(d_model, d_out)``, of the inputs' kind.
+        ``(d_model, d_out)``, of the inputs' kind and dtype. At the edges: ``d_v = 0`` gives zeros (an empty sum,
+        as ``torch.matmul``).
     """
-    as_numpy = same_kind(["w_v", "w"], [w_v, w])
-    a, b = as_tensor("w_v", w_v), as_tensor("w", w)
-    _check_matrix("w_v", a, None, "(d_model, d_v)")
-    _check_matrix("w", b, None, "(d_out, d_v)")
+    d_k = check_int("d_k", d_k)
+    as_numpy, (a, b) = _tensors(["w_v", "w"], [w_v, w])
+    check_tensor("w_v", a, ndim=2, layout="(d_model, d_v)")
+    check_tensor("w", b, ndim=2, layout="(d_out, d_v)")
     if a.shape[1] != b.shape[1]:
         raise ValueError(
             f"w_v (d_model, d_v) and w (d_out, d_v) must share d_v, got {tuple(a.shape)} and {tuple(b.shape)}"
         )
-    if d_k < 1:
-        raise ValueError(f"d_k must be a positive integer, got {d_k}")
     return to_output(a @ b.T / math.sqrt(d_k), as_numpy)
 
 
@@ -113,21 +141,25 @@ def cross_attention(
         mask: optional boolean, broadcastable to ``(..., n_tgt, n_src)`` (e.g. source padding); True = may attend.
 
     Returns:
-        ``(output, weights)``: ``(..., n_tgt, d_v)`` and ``(..., n_tgt, n_src)``, of the inputs' kind.
+        ``(output, weights)``: ``(..., n_tgt, d_v)`` and ``(..., n_tgt, n_src)``, of the inputs' kind and dtype.
+        At the edges: no source or target positions, or an empty batch, give what
+        :func:`scaled_dot_product_attention` gives for them.
     """
     names = ["decoder_states", "encoder_states", "w_q", "w_k", "w_v"]
     xs = [decoder_states, encoder_states, w_q, w_k, w_v]
-    as_numpy = same_kind(names, xs if mask is None else [*xs, mask])
-    y, x, wq, wk, wv = (as_tensor(n, t) for n, t in zip(names, xs, strict=True))
-    for name, t, layout in (("decoder_states", y, "(..., n_tgt, d_dec)"), ("encoder_states", x, "(..., n_src, d_enc)")):
-        if t.ndim < 2:
-            raise ValueError(f"{name} must have shape {layout}, got shape {tuple(t.shape)}")
-    _check_matrix("w_q", wq, y.shape[-1], f"(d_dec, d_k) = ({y.shape[-1]}, d_k)")
-    _check_matrix("w_k", wk, x.shape[-1], f"(d_enc, d_k) = ({x.shape[-1]}, d_k)")
-    _check_matrix("w_v", wv, x.shape[-1], f"(d_enc, d_v) = ({x.shape[-1]}, d_v)")
+    if mask is not None:
+        same_kind([*names, "mask"], [*xs, mask])
+    as_numpy, (y, x, wq, wk, wv) = _tensors(names, xs)
+    check_ndim("decoder_states", y, 2, "(..., n_tgt, d_dec)")
+    check_ndim("encoder_states", x, 2, "(..., n_src, d_enc)")
+    _check_rows("w_q", wq, y.shape[-1], f"(d_dec, d_k) = ({y.shape[-1]}, d_k)")
+    _check_rows("w_k", wk, x.shape[-1], f"(d_enc, d_k) = ({x.shape[-1]}, d_k)")
+    _check_rows("w_v", wv, x.shape[-1], f"(d_enc, d_v) = ({x.shape[-1]}, d_v)")
     if wq.shape[1] != wk.shape[1]:
         raise ValueError(f"w_q and w_k must project to the same d_k, got {tuple(wq.shape)} and {tuple(wk.shape)}")
     mt = None if mask is None else as_tensor("mask", mask, floating=False)
+    if mt is not None:
+        check_same_device(["decoder_states", "mask"], [y, mt])
     out, weights = scaled_dot_product_attention(y @ wq, x @ wk, x @ wv, mask=mt)
     return to_output(out, as_numpy), to_output(weights, as_numpy)
 
@@ -140,8 +172,13 @@ class PreviousTokenModel(nn.Module):
     attention, where a token's score with itself would dominate). The head's output goes through an unembedding
     ``(d_v, vocab)``; there is no residual stream, so the previous token can only arrive through attention.
 
-    ``forward(tokens)`` with ``tokens (batch, length)`` returns logits ``(batch, length, vocab)``;
-    :meth:`attention` returns the weights ``(batch, length, length)``.
+    ``forward(tokens)`` with ``tokens (batch, length)`` (integer ids in ``[0, vocab)``, any integer dtype, on the
+    model's device) returns logits ``(batch, length, vocab)``; :meth:`attention` returns the weights
+    ``(batch, length, length)``. Sequences may be shorter than ``length``, not longer.
+
+    At the edges: position 0 with ``mask_self=True`` and ``causal=True`` may attend to nothing: its weights and
+    head output are zero (the package's rule for a fully masked row), so its logits are zero. An empty batch
+    gives empty logits.
     """
 
     def __init__(
@@ -149,6 +186,9 @@ class PreviousTokenModel(nn.Module):
         mask_self: bool = False, causal: bool = True,
     ):
         super().__init__()
+        vocab, length = check_int("vocab", vocab), check_int("length", length)
+        d_model, d_k = check_int("d_model", d_model), check_int("d_k", d_k)
+        mask_self, causal = check_flag("mask_self", mask_self), check_flag("causal", causal)
         self.length = length
         self.token_embed = nn.Embedding(vocab, d_model)
         self.pos_embed = nn.Parameter(torch.randn(length, d_model) / math.sqrt(d_model))
@@ -160,12 +200,14 @@ class PreviousTokenModel(nn.Module):
         self.register_buffer("mask", allowed, persistent=False)
 
     def _run(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if tokens.ndim != 2 or tokens.shape[1] > self.length:
-            raise ValueError(f"tokens must have shape (batch, length <= {self.length}), got {tuple(tokens.shape)}")
-        if tokens.dtype != torch.long:
-            raise TypeError(f"tokens must be integer ids (torch.long), got {tokens.dtype}")
+        layout = f"(batch, length <= {self.length})"
+        check_tensor("tokens", tokens, kind="integer", ndim=2, layout=f"of token ids {layout}")
+        if tokens.shape[1] > self.length:
+            raise ValueError(f"tokens must have shape {layout}, got {tuple(tokens.shape)}")
+        check_same_device(["tokens", "the model"], [tokens, self.pos_embed])
+        check_token_ids("tokens", tokens, self.token_embed.num_embeddings)
         n = tokens.shape[1]
-        x = self.token_embed(tokens) + self.pos_embed[:n]
+        x = self.token_embed(tokens.long()) + self.pos_embed[:n]
         return self.head(x, mask=self.mask[:n, :n])
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
-"""Why the scores are divided by √d_k (chapter 2): moments of q·k, the softmax Jacobian, saturation, and the
-one-layer recall model trained with and without the scale.
+"""Why the scores are divided by √d_k (chapter 2): moments of q·k, the softmax Jacobian, saturation, and (from
+:mod:`attention_course.experiments.retrieval`) the one-layer recall model trained with and without the scale.
 
 Notation (the paper's, row vectors; see the book's notation page): queries ``q`` are ``(..., n_q, d_k)``, keys
 ``k`` ``(..., n_k, d_k)``, values ``v`` ``(..., n_k, d_v)``. The *scores* are what enters the softmax,
@@ -12,9 +12,10 @@ Where the scale goes is named by a *placement*:
 - ``"outside"``: ``softmax(q kᵀ) v / √d_k`` (the factor moved out of the softmax);
 - ``"both"``: ``softmax(q kᵀ / √d_k) v / √d_k`` (the paper's scale plus an outside one).
 
-Everything reuses :mod:`attention_course.attention` (softmax, attention, entropy), :mod:`attention_course.data`
-(the recall task), :mod:`attention_course.train` (the multi-seed runner) and the recall model of
-:mod:`attention_course.experiments.recall`, which chapter 3 trains too; nothing here has a softmax of its own.
+Everything reuses :mod:`attention_course.attention` (softmax, attention, entropy); the training runs use
+:mod:`attention_course.data` (the recall task), :mod:`attention_course.train` (the multi-seed runner) and the
+recall model of :mod:`attention_course.experiments.recall`, which chapter 3 trains too; nothing here has a
+softmax of its own.
 """
 
 from __future__ import annotations
@@ -27,12 +28,25 @@ import sympy as sp
 import torch
 from sympy import stats
 
-from .._checks import ArrayLike, as_tensor, same_kind, to_output
-from ..attention import attention_entropy, scaled_dot_product_attention, softmax
-from ..data import associative_recall, recall_sampler
-from ..device import seeded
-from ..train import SeedRun, run_seeds
-from .recall import RecallModel
+from .._checks import (
+    LOW_PRECISION,
+    ArrayLike,
+    as_tensor,
+    check_callable,
+    check_choice,
+    check_generator,
+    check_int,
+    check_ints,
+    check_qkv,
+    check_real,
+    check_same_device,
+    check_tensor,
+    describe,
+    same_kind,
+    to_output,
+)
+from ..attention import attention_entropy, softmax
+from .retrieval import independence_ratio, initial_retrieval_head, logit_std, train_retrieval
 
 __all__ = [
     "PLACEMENTS",
@@ -105,14 +119,19 @@ def dot_product_moments(
     Returns:
         A :class:`DotProductMoments` of simplified SymPy expressions.
     """
+    check_callable("make_q", make_q, "a function name -> random symbol")
+    check_callable("make_k", make_k, "a function name -> random symbol")
+    if not isinstance(d_k, sp.Expr):
+        d_k = check_int("d_k", d_k)
+    elif d_k.is_positive is False or d_k.is_integer is False:
+        raise ValueError(f"d_k must be a positive integer or an integer SymPy symbol, got {d_k}")
     q_i, k_i, q_j, k_j = make_q("q_i"), make_k("k_i"), make_q("q_j"), make_k("k_j")
     for name, x in (("make_q", q_i), ("make_k", k_i)):
         if not stats.rv.is_random(x):
-            raise TypeError(f"{name} must return a sympy.stats random symbol, got {type(x).__name__}")
+            raise TypeError(f"{name} must return a sympy.stats random symbol, got {describe(x)} {x}")
     if len({q_i, k_i, q_j, k_j}) != 4:
-        raise ValueError("make_q and make_k must return a new random symbol on each call (distinct names)")
-    if isinstance(d_k, int) and d_k < 1:
-        raise ValueError(f"d_k must be a positive integer or symbol, got {d_k}")
+        raise ValueError(f"make_q and make_k must return a new random symbol on each call (distinct names), got "
+                         f"{q_i}, {k_i}, {q_j}, {k_j} for q_i, k_i, q_j, k_j")
     m1 = sp.simplify(stats.E(q_i * k_i))
     v1 = sp.simplify(stats.variance(q_i * k_i))
     cov = sp.simplify(stats.covariance(q_i * k_i, q_j * k_j))
@@ -137,13 +156,13 @@ def sample_dot_products(
     in float64, so that ``d_k = 1024`` needs little memory.
 
     Returns:
-        A float64 tensor of shape ``(n_samples,)``.
+        A float64 tensor of shape ``(n_samples,)``. At the edges: ``n_samples = 0`` gives an empty tensor (as
+        ``torch.randn(0)``), ``d_k = 0`` zeros (the dot product of empty vectors, an empty sum).
     """
-    if d_k < 1 or n_samples < 1 or chunk < 1:
-        raise ValueError(f"need d_k, n_samples, chunk >= 1, got {d_k}, {n_samples}, {chunk}")
-    if sigma_q < 0 or sigma_k < 0:
-        raise ValueError(f"standard deviations must be >= 0, got sigma_q={sigma_q}, sigma_k={sigma_k}")
-    parts = []
+    d_k, n_samples = check_int("d_k", d_k, low=0), check_int("n_samples", n_samples, low=0)
+    chunk, generator = check_int("chunk", chunk), check_generator("generator", generator)
+    sigma_q, sigma_k = check_real("sigma_q", sigma_q, low=0), check_real("sigma_k", sigma_k, low=0)
+    parts = [torch.empty(0, dtype=torch.float64)]
     for start in range(0, n_samples, chunk):
         m = min(chunk, n_samples - start)
         q = sigma_q * torch.randn(m, d_k, generator=generator, dtype=torch.float64)
@@ -168,12 +187,13 @@ def softmax_jacobian(p: ArrayLike) -> ArrayLike:
             a probability vector (non-negative, summing to one), which is not checked.
 
     Returns:
-        ``(..., n, n)``, of the kind and dtype of ``p``.
+        ``(..., n, n)``, of the kind and dtype of ``p``. At the edges: ``n = 0`` gives ``(..., 0, 0)``, as
+        ``torch.func.jacrev`` of ``torch.softmax`` does; float16/bfloat16 are computed in their own dtype.
     """
     as_numpy = same_kind(["p"], [p])
     t = as_tensor("p", p)
     if t.ndim < 1 or getattr(p, "ndim", 1) < 1:  # (np.ascontiguousarray turns a 0-d array into 1-d)
-        raise ValueError("p must have shape (..., n) with at least one dimension, got a scalar (shape ())")
+        raise ValueError(f"p must have shape (..., n) with at least one dimension, got a scalar {describe(p)}")
     jac = torch.diag_embed(t) - t[..., :, None] * t[..., None, :]
     return to_output(jac, as_numpy)
 
@@ -188,16 +208,21 @@ def softmax_jacobian_norm(scores: ArrayLike) -> ArrayLike:
         scores: ``(..., n)`` logits (numpy or torch, floating point).
 
     Returns:
-        ``(...)``, of the inputs' kind.
+        ``(...)``, of the inputs' kind and dtype. At the edges: ``n = 0`` gives zeros (the norm of a 0 × 0
+        matrix, as ``torch.linalg.matrix_norm``); float16/bfloat16 are computed in float32 (``eigvalsh`` has no
+        half-precision kernel).
     """
     as_numpy = same_kind(["scores"], [scores])
     t = as_tensor("scores", scores)
     if t.ndim < 1 or getattr(scores, "ndim", 1) < 1:
-        raise ValueError("scores must have shape (..., n) with at least one dimension, got a scalar (shape ())")
-    jac = softmax_jacobian(softmax(t))
+        raise ValueError(f"scores must have shape (..., n) with at least one dimension, got a scalar "
+                         f"{describe(scores)}")
+    if t.shape[-1] == 0:
+        return to_output(t.new_zeros(t.shape[:-1]), as_numpy)
+    jac = softmax_jacobian(softmax(t.float() if t.dtype in LOW_PRECISION else t))
     # J is symmetric positive semi-definite (xᵀJx = Σ p x² − (p·x)² ≥ 0, a variance), so its spectral norm is its
     # largest eigenvalue; eigvalsh is much cheaper than an SVD.
-    return to_output(torch.linalg.eigvalsh(jac)[..., -1].clamp_min(0.0), as_numpy)
+    return to_output(torch.linalg.eigvalsh(jac)[..., -1].clamp_min(0.0).to(t.dtype), as_numpy)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -222,11 +247,8 @@ def placement_factors(placement: str, d_k: int) -> PlacementFactors:
     >>> placement_factors("outside", 4)
     PlacementFactors(inside=1.0, outside=0.5)
     """
-    if placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
-    if d_k < 1:
-        raise ValueError(f"d_k must be >= 1, got {d_k}")
-    s = 1.0 / math.sqrt(d_k)
+    check_choice("placement", placement, PLACEMENTS)
+    s = 1.0 / math.sqrt(check_int("d_k", d_k))
     return PlacementFactors(
         inside=s if placement in ("inside", "both") else 1.0, outside=s if placement in ("outside", "both") else 1.0
     )
@@ -264,16 +286,24 @@ def score_gradients(
 
     Returns:
         A :class:`ScoreGradients`.
+
+    At the edges: no queries or an empty batch give empty results; ``d_k = 0`` is refused (1/√d_k). All four
+    tensors share a dtype and a device; float16/bfloat16 are computed in their own dtype (the softmax in float32).
     """
-    for name, t in (("q", q), ("k", k), ("v", v), ("upstream", upstream)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch tensor, got {type(t).__name__}")
-    # The package's attention validates q, k, v (shapes, dtypes) and gives the output's shape.
-    out_shape = scaled_dot_product_attention(q.detach(), k.detach(), v.detach())[0].shape
+    check_choice("placement", placement, PLACEMENTS)
+    names, xs = ("q", "k", "v", "upstream"), (q, k, v, upstream)
+    for name, t in zip(names, xs, strict=True):
+        check_tensor(name, t, layout="(..., n_q, d_v)" if name == "upstream" else "")
+    scores_shape = check_qkv(q, k, v)  # shapes and dtypes of q, k, v
+    out_shape = (*scores_shape[:-1], v.shape[-1])
     if upstream.shape != out_shape:
-        raise ValueError(
-            f"upstream must have the output's shape (..., n_q, d_v) = {tuple(out_shape)}, got {tuple(upstream.shape)}"
-        )
+        raise ValueError(f"upstream must have the output's shape (..., n_q, d_v) = {out_shape}, got "
+                         f"{tuple(upstream.shape)}")
+    if upstream.dtype != q.dtype:
+        raise TypeError(f"upstream must have the dtype of q ({q.dtype}), got {describe(upstream)}")
+    check_same_device(names, xs)
+    if q.shape[-1] == 0:
+        raise ValueError(f"q must have d_k >= 1 (the scale is 1/√d_k), got shape {tuple(q.shape)}")
     inside, outside = placement_factors(placement, q.shape[-1])
     q = q.detach().clone().requires_grad_(True)
     with torch.enable_grad():
@@ -319,8 +349,14 @@ def measure_saturation(
 
     Returns:
         A :class:`SaturationStats`.
+
+    At the edges: at least one query row and one key are needed (a median over no rows, or a row's largest
+    weight over no keys, has no value); ``score_std`` is NaN for a single score (``torch.std``'s answer).
     """
     r = score_gradients(q, k, v, upstream, placement)
+    if r.scores.numel() == 0:
+        raise ValueError(f"q and k must give at least one score (one query row, one key) to summarise, got "
+                         f"scores of shape {tuple(r.scores.shape)}")
     g_s, g_q = r.grad_scores.norm(dim=-1), r.grad_q.norm(dim=-1)
     return SaturationStats(
         entropy=float(attention_entropy(r.weights).mean()),
@@ -356,11 +392,11 @@ def random_attention_inputs(
     gradients to exactly zero).
 
     Returns:
-        An :class:`AttentionInputs`.
+        An :class:`AttentionInputs`. At the edges: a size of 0 gives empty tensors, as ``torch.randn``.
     """
-    if min(d_k, n_q, n_k, d_v, batch) < 1:
-        raise ValueError(f"sizes must be >= 1, got d_k={d_k}, n_q={n_q}, n_k={n_k}, d_v={d_v}, batch={batch}")
-    g = torch.Generator().manual_seed(seed)
+    sizes = {"d_k": d_k, "n_q": n_q, "n_k": n_k, "d_v": d_v, "batch": batch}
+    d_k, n_q, n_k, d_v, batch = (check_int(name, size, low=0) for name, size in sizes.items())
+    g = torch.Generator().manual_seed(check_int("seed", seed, low=0))
     shapes = ((batch, n_q, d_k), (batch, n_k, d_k), (batch, n_k, d_v), (batch, n_q, d_v))
     return AttentionInputs(*(torch.randn(*shape, generator=g, dtype=torch.float64) for shape in shapes))
 
@@ -388,109 +424,22 @@ def saturation_sweep(
     Returns:
         ``result[placement]``, a :data:`SaturationCurves`: e.g. ``result["inside"].entropy[i]`` is the mean
         entropy at ``d_ks[i]``.
+
+    Every argument is checked before the first measurement: ``d_ks`` and ``placements`` non-empty, sizes
+    positive, ``seed`` non-negative.
     """
-    if not d_ks:
-        raise ValueError("d_ks must name at least one d_k, got none")
-    for p in placements:
-        placement_factors(p, 1)  # validates the name
+    d_ks = check_ints("d_ks", d_ks)
+    if isinstance(placements, str) or not isinstance(placements, Sequence) or not placements:
+        raise TypeError(f"placements must be a non-empty sequence of names from {PLACEMENTS}, got "
+                        f"{describe(placements)}")
+    for i, p in enumerate(placements):
+        check_choice(f"placements[{i}]", p, PLACEMENTS)
+    for name, size in (("n_k", n_k), ("n_q", n_q), ("d_v", d_v), ("batch", batch)):
+        check_int(name, size)
+    check_int("seed", seed, low=0)
     rows: dict[str, list[SaturationStats]] = {p: [] for p in placements}
     for d_k in d_ks:
         q, k, v, up = random_attention_inputs(d_k, n_q, n_k, d_v, batch, seed)
         for p in placements:
             rows[p].append(measure_saturation(q, k, v, up, p))
     return {p: SaturationCurves(*(list(column) for column in zip(*rows[p], strict=True))) for p in placements}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# 2.5–2.6 A single attention layer trained with and without the scale
-
-
-def initial_retrieval_head(
-    scaled: bool, seed: int, *, d_k: int = 256, d_model: int = 32, key_vocab: int = 32, value_vocab: int = 32
-) -> RecallModel:
-    """The untrained :class:`~attention_course.experiments.recall.RecallModel` that :func:`train_retrieval` starts
-    from for ``seed`` (chapter 2): one head, no tied projections, ``init="unit"``, built under
-    :func:`~attention_course.device.seeded` ``(seed)``.
-
-    The scaled and the unscaled head of one seed have identical weights and differ only in the factor applied
-    to the scores.
-    """
-    with seeded(seed):
-        return _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab)
-
-
-def _retrieval_head(scaled: bool, d_k: int, d_model: int, key_vocab: int, value_vocab: int) -> RecallModel:
-    return RecallModel(key_vocab, value_vocab, d_model, d_k, scaled=scaled, init="unit")
-
-
-@torch.no_grad()
-def logit_std(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> float:
-    """Standard deviation of the model's scores (the softmax's input) on a fixed probe batch ``inputs``."""
-    return float(model.scores(*inputs).std())
-
-
-@torch.no_grad()
-def independence_ratio(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> float:
-    r"""Measured std of :math:`q\cdot k` over what independence predicts, :math:`\sqrt{d_k}\,σ_q σ_k` (chapter 2).
-
-    :math:`σ_q`, :math:`σ_k` are the root-mean-square components of the probe batch's queries and keys, so the
-    ratio is about 1 when q and k behave like independent vectors (at initialisation) and grows when training
-    aligns them.
-    """
-    q, k = model.queries_keys(*inputs)
-    dots = (q @ k.transpose(-2, -1))[:, 0]
-    sigma_q, sigma_k = q.pow(2).mean().sqrt(), k.pow(2).mean().sqrt()
-    return float(dots.pow(2).mean().sqrt() / (math.sqrt(q.shape[-1]) * sigma_q * sigma_k))
-
-
-def train_retrieval(
-    scaled: bool,
-    seeds: Sequence[int],
-    steps: int,
-    *,
-    d_k: int = 256,
-    d_model: int = 32,
-    n_pairs: int = 8,
-    key_vocab: int = 32,
-    value_vocab: int = 32,
-    batch: int = 64,
-    lr: float = 3e-3,
-    test: tuple[tuple[torch.Tensor, ...], torch.Tensor] | None = None,
-    n_probe: int = 256,
-) -> list[SeedRun]:
-    """Train the recall head of :func:`initial_retrieval_head` once per seed (chapter 2's experiment).
-
-    :func:`attention_course.train.run_seeds` does the runs (one CPU thread): seed ``s`` fixes the initial weights
-    (those of ``initial_retrieval_head(scaled, s)``) and the batches (``recall_sampler(..., s)``), so the scaled
-    and unscaled models of one seed start from the same weights and see the same data. After every step,
-    ``history.extra`` records :func:`logit_std` (key ``"logit_std"``) and :func:`independence_ratio`
-    (``"independence_ratio"``) on the first ``n_probe`` examples of ``test``.
-
-    Args:
-        scaled: multiply the scores by 1/√d_k (True) or not.
-        seeds: one run per seed.
-        steps: optimisation steps (AdamW, batch ``batch``, learning rate ``lr``, gradient clipping at 1).
-        test: ``(inputs, targets)``, a fixed evaluation set; default: 1024 examples drawn with seed 10_000.
-        n_probe: how many test examples the per-step measurements use.
-
-    Returns:
-        One :class:`~attention_course.train.SeedRun` per seed: the model, its history, its test accuracy and loss.
-    """
-    if steps < 1 or n_probe < 1:
-        raise ValueError(f"need steps >= 1 and n_probe >= 1, got steps={steps}, n_probe={n_probe}")
-    if test is None:
-        b = associative_recall(1024, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
-        test = (b.inputs, b.target)
-    probe = tuple(x[:n_probe] for x in test[0])
-    return run_seeds(
-        lambda: _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab),
-        lambda seed: recall_sampler(batch, n_pairs, key_vocab, value_vocab, seed),
-        test,
-        seeds,
-        steps=steps,
-        lr=lr,
-        track={
-            "logit_std": lambda m: logit_std(m, probe),
-            "independence_ratio": lambda m: independence_ratio(m, probe),
-        },
-    )

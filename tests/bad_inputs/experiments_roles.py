@@ -1,0 +1,92 @@
+"""Bad inputs for experiments/roles.py: AttentionAlt, its absorbed weight, cross-attention, the previous-token
+model."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attention_course.experiments.roles import PreviousTokenModel, absorb_alt_weight, attention_alt, cross_attention
+
+from . import case
+
+Q, K, V, W = torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 6), torch.randn(2, 6)
+Y, X = torch.randn(3, 8), torch.randn(5, 7)
+WQ, WK, WV = torch.randn(8, 4), torch.randn(7, 4), torch.randn(7, 6)
+TOKENS = torch.zeros(2, 6, dtype=torch.long)
+
+
+def _model(**options) -> PreviousTokenModel:
+    return PreviousTokenModel(5, 8, d_model=8, d_k=4, **options)
+
+
+CASES = [
+    # attention_alt
+    case(attention_alt, lambda: attention_alt(Q.tolist(), K, V, W), TypeError, arg="q", says="numpy array",
+         id="roles.attention_alt-list"),
+    case(attention_alt, lambda: attention_alt(Q, K, V, torch.randn(2, 5)), ValueError, arg="w", says="(d_out, d_v)",
+         id="roles.attention_alt-w-shape"),
+    case(attention_alt, lambda: attention_alt(Q, K, V, torch.randn(6)), ValueError, arg="w", says="2 dimensions",
+         id="roles.attention_alt-w-1d"),
+    case(attention_alt, lambda: attention_alt(Q, K, V, W.double()), TypeError, arg="w", says="float32",
+         id="roles.attention_alt-w-dtype"),
+    case(attention_alt, lambda: attention_alt(Q, K, V.to("meta"), W), ValueError, arg="v", says="meta",
+         id="roles.attention_alt-device"),
+    case(attention_alt, lambda: attention_alt(Q[:, :0], K[:, :0], V, W), ValueError, arg="q", says="d_k >= 1",
+         id="roles.attention_alt-d_k-zero"),
+    case(attention_alt, lambda: attention_alt(Q, K, V, W, mask=torch.ones(3, 5)), TypeError, arg="mask",
+         says="boolean", id="roles.attention_alt-float-mask"),
+    case(attention_alt, lambda: attention_alt(Q.long(), K, V, W), TypeError, arg="q", says="floating",
+         id="roles.attention_alt-integer-q"),
+    # absorb_alt_weight
+    case(absorb_alt_weight, lambda: absorb_alt_weight(torch.randn(8, 6), W, 0), ValueError, arg="d_k",
+         id="roles.absorb_alt_weight-d_k-zero"),
+    case(absorb_alt_weight, lambda: absorb_alt_weight(torch.randn(8, 6), W, "4"), TypeError, arg="d_k",
+         id="roles.absorb_alt_weight-d_k-str"),
+    case(absorb_alt_weight, lambda: absorb_alt_weight(torch.randn(8, 5), W, 4), ValueError, arg="w_v",
+         says="share d_v", id="roles.absorb_alt_weight-d_v-mismatch"),
+    case(absorb_alt_weight, lambda: absorb_alt_weight(torch.randn(2, 8, 6), W, 4), ValueError, arg="w_v",
+         says="(d_model, d_v)", id="roles.absorb_alt_weight-3d"),
+    case(absorb_alt_weight, lambda: absorb_alt_weight(torch.randn(8, 6), W.half(), 4), TypeError, arg="w",
+         says="float32", id="roles.absorb_alt_weight-dtype"),
+    case(absorb_alt_weight, lambda: absorb_alt_weight(np.ones((8, 6), int), W.numpy(), 4), TypeError, arg="w_v",
+         says="floating", id="roles.absorb_alt_weight-integer-array"),
+    # cross_attention
+    case(cross_attention, lambda: cross_attention(Y, X, WK, WK, WV), ValueError, arg="w_q", says="(d_dec, d_k)",
+         id="roles.cross_attention-w_q-rows"),
+    case(cross_attention, lambda: cross_attention(Y, X, WQ, torch.randn(7, 3), WV), ValueError, arg="w_k",
+         says="same d_k", id="roles.cross_attention-d_k-mismatch"),
+    case(cross_attention, lambda: cross_attention(Y, X[0], WQ, WK, WV), ValueError, arg="encoder_states",
+         says="2 dimensions", id="roles.cross_attention-encoder-1d"),
+    case(cross_attention, lambda: cross_attention(Y, X, WQ, WK, WV.double()), TypeError, arg="w_v",
+         says="float32", id="roles.cross_attention-dtype"),
+    case(cross_attention, lambda: cross_attention(Y, X.to("meta"), WQ, WK, WV), ValueError, arg="encoder_states",
+         says="meta", id="roles.cross_attention-device"),
+    case(cross_attention, lambda: cross_attention(Y, X, WQ, WK, torch.randn(7)), ValueError, arg="w_v",
+         says="2 dimensions", id="roles.cross_attention-w_v-1d"),
+    case(cross_attention, lambda: cross_attention(Y, X, WQ, WK, WV, mask=torch.zeros(3, 5, dtype=torch.long)),
+         TypeError, arg="mask", says="boolean", id="roles.cross_attention-integer-mask"),
+    # PreviousTokenModel
+    case(PreviousTokenModel, lambda: PreviousTokenModel(0, 8), ValueError, arg="vocab",
+         id="roles.PreviousTokenModel-vocab-zero"),
+    case(PreviousTokenModel, lambda: PreviousTokenModel(5, -8), ValueError, arg="length",
+         id="roles.PreviousTokenModel-length-negative"),
+    case(PreviousTokenModel, lambda: PreviousTokenModel(5, 8, d_k=2.0), TypeError, arg="d_k",
+         id="roles.PreviousTokenModel-d_k-float"),
+    case(PreviousTokenModel, lambda: _model(causal="no"), TypeError, arg="causal",
+         id="roles.PreviousTokenModel-causal-str"),
+    case(PreviousTokenModel, lambda: _model(mask_self=0), TypeError, arg="mask_self",
+         id="roles.PreviousTokenModel-mask_self-int"),
+    case(PreviousTokenModel, lambda: _model()(TOKENS.float()), TypeError, arg="tokens", says="integer",
+         id="roles.PreviousTokenModel.forward-float-tokens"),
+    case(PreviousTokenModel, lambda: _model()(TOKENS.tolist()), TypeError, arg="tokens", says="torch tensor",
+         id="roles.PreviousTokenModel.forward-list"),
+    case(PreviousTokenModel, lambda: _model()(torch.zeros(2, 9, dtype=torch.long)), ValueError, arg="tokens",
+         says="length <= 8", id="roles.PreviousTokenModel.forward-too-long"),
+    case(PreviousTokenModel, lambda: _model().attention(TOKENS[0]), ValueError, arg="tokens", says="2 dimensions",
+         id="roles.PreviousTokenModel.attention-1d"),
+    case(PreviousTokenModel, lambda: _model()(TOKENS + 5), ValueError, arg="tokens", says="[0, 5)",
+         id="roles.PreviousTokenModel.forward-id-out-of-range"),
+    case(PreviousTokenModel, lambda: _model()(TOKENS.to("meta")), ValueError, arg="tokens", says="meta",
+         id="roles.PreviousTokenModel.forward-device"),
+]
