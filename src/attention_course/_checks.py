@@ -154,7 +154,7 @@ def check_tensor(
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if x.ndim not in allowed:
             dims = " or ".join(f"{d}-D" for d in allowed)
-            raise ValueError(f"{name} must be {dims} {layout}, got shape {tuple(x.shape)}".replace("  ", " "))
+            raise ValueError(f"{name} must be a {dims} tensor {layout}, got shape {tuple(x.shape)}".replace("  ", " "))
     return x
 
 

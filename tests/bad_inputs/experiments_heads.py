@@ -62,7 +62,7 @@ CASES = [
     # the two score computations
     case(factorised_scores, lambda: factorised_scores(X, WQ, WK[:, :5]), ValueError, arg="w_k",
          says="(h, d_model, d_k)", id="heads.factorised_scores-shape"),
-    case(factorised_scores, lambda: factorised_scores(X[None], WQ, WK), ValueError, arg="x", says="2 dimensions",
+    case(factorised_scores, lambda: factorised_scores(X[None], WQ, WK), ValueError, arg="x", says="2-D",
          id="heads.factorised_scores-3d-x"),
     case(factorised_scores, lambda: factorised_scores(X.numpy(), WQ, WK), TypeError, arg="x", says="torch tensor",
          id="heads.factorised_scores-numpy"),

@@ -72,7 +72,7 @@ CASES = [
          says="torch tensor", id="recall.RecallModel.forward-list"),
     case(RecallModel, lambda: _model()(_ids(3, 4), _ids(3, 5), _ids(3)), ValueError, arg="keys",
          says="(batch, n_pairs)", id="recall.RecallModel.forward-shape"),
-    case(RecallModel, lambda: _model()(_ids(12), _ids(12), _ids(3)), ValueError, arg="keys", says="dimensions",
+    case(RecallModel, lambda: _model()(_ids(12), _ids(12), _ids(3)), ValueError, arg="keys", says="-D",
          id="recall.RecallModel.forward-1d-keys"),
     case(RecallModel, lambda: _model().attention(_ids(3, 4) + 10, _ids(3, 4), _ids(3)), ValueError, arg="keys",
          says="[0, 10)", id="recall.RecallModel.attention-key-id-out-of-range"),
