@@ -159,7 +159,7 @@ def test_cached_decoding_equals_full_recompute(dtype, norm_first):
     per_position = 2 * 2 * 3 * D * cache.layers[0][0].keys.element_size()  # layers · (k, v) · batch · d_model
     assert cache.nbytes == 12 * per_position + 5 * per_position  # 12 target positions + 5 memory positions
     torch.testing.assert_close(torch.cat([part1, part2], dim=1), full, **TOL[dtype])
-    with pytest.raises(ValueError, match="cache holds 13"):
+    with pytest.raises(ValueError, match="it holds 13 positions and 12 are used"):
         model.decode_step(fast[:, :2], cache)
 
 

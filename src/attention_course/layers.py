@@ -20,7 +20,9 @@ mode) gives NaN (see :class:`~attention_course.multihead.MultiHeadAttention`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +40,15 @@ from ._checks import (
 )
 from .multihead import KVCache, MultiHeadAttention, RotaryHook
 
-__all__ = ["Activation", "DecoderOnlyLayer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+__all__ = [
+    "Activation",
+    "DecoderCache",
+    "DecoderOnlyLayer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+]
 
 Activation = str | Callable[[torch.Tensor], torch.Tensor]
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
@@ -307,3 +317,101 @@ class TransformerDecoderLayer(_Layer):
             raise ValueError(f"memory must be None with a cross-attention cache (cache[1] holds its keys and values), "
                              f"got {describe(memory)}")
         return self_cache, cross_cache
+
+
+# ------------------------------------------------------------------------------------------ stacks of layers
+class _Stack(nn.Module):
+    """``num_layers`` deep copies of one layer (identical until re-initialised) in ``self.layers``, and an optional
+    final ``norm``, as PyTorch's stacks."""
+
+    _layer_type: type = nn.Module
+
+    def __init__(self, layer: nn.Module, num_layers: int, norm: nn.Module | None = None) -> None:
+        super().__init__()
+        check_instance("layer", layer, self._layer_type)
+        num_layers = check_int("num_layers", num_layers)
+        if norm is not None:
+            check_instance("norm", norm, nn.Module)
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+
+@dataclass
+class DecoderCache:
+    """The state of incremental decoding (chapter 5; timed in chapter 6): each decoder layer's
+    ``(self-attention cache, cross-attention cache)`` — the keys and values of every target position decoded so
+    far, and the encoder memory's keys and values, projected once — and the memory's key mask (boolean
+    ``(batch, n_src)``, True = a real token). ``owner`` identifies the model whose
+    :meth:`~attention_course.seq2seq.Seq2SeqTransformer.new_cache` made it (None for a cache built by hand), so
+    that a cache from another model is refused."""
+
+    layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
+    memory_key_mask: torch.Tensor | None = None
+    owner: int | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_instance("layers", self.layers, list)
+        for i, pair in enumerate(self.layers):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(c, KVCache) for c in pair)):
+                raise TypeError(f"layers[{i}] must be a pair (self-attention KVCache, static cross-attention "
+                                f"KVCache), got {describe(pair)}")
+        if self.memory_key_mask is not None:
+            check_tensor("memory_key_mask", self.memory_key_mask, kind="bool", ndim=2,
+                         layout="(batch, n_src), True = a real token,")
+
+    @property
+    def length(self) -> int:
+        """How many target positions are cached."""
+        return self.layers[0][0].length if self.layers else 0
+
+    @property
+    def capacity(self) -> int:
+        """The most target positions the cache can hold."""
+        return self.layers[0][0].capacity if self.layers else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys and values in use: the cached target positions and the projected memory of every layer."""
+        return sum(self_cache.nbytes + cross.nbytes for self_cache, cross in self.layers)
+
+
+class TransformerEncoder(_Stack):
+    """A stack of ``num_layers`` copies of ``encoder_layer`` and an optional final ``norm`` (chapter 5).
+
+    As :class:`torch.nn.TransformerEncoder`: the layers are deep copies of the one given (identical until
+    re-initialised), in ``self.layers``.
+    """
+
+    _layer_type = TransformerEncoderLayer
+
+    def forward(self, src: torch.Tensor, *, mask: torch.Tensor | None = None, **options) -> torch.Tensor:
+        """Run every layer, then ``norm``. ``mask`` is each layer's ``src_mask``; ``options`` (``src_key_mask``,
+        ``is_causal``, ``attn_weights``) go to every layer as in :meth:`TransformerEncoderLayer.forward` (which
+        checks them, and describes the edges)."""
+        if mask is not None:
+            check_tensor("mask", mask, kind="bool", layout="(True = may attend)")
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, **options)
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoder(_Stack):
+    """A stack of ``num_layers`` copies of ``decoder_layer`` and an optional final ``norm`` (chapter 5)."""
+
+    _layer_type = TransformerDecoderLayer
+
+    def forward(
+        self, tgt: torch.Tensor, memory: torch.Tensor | None, *, cache: DecoderCache | None = None, **options
+    ) -> torch.Tensor:
+        """Run every layer, then ``norm``. ``options`` (masks, ``tgt_is_causal``, weight lists) go to every layer as
+        in :meth:`TransformerDecoderLayer.forward`; ``cache`` holds every layer's caches (decoding)."""
+        if cache is not None:
+            check_instance("cache", cache, DecoderCache)
+            if len(cache.layers) != len(self.layers):
+                raise ValueError(f"cache must hold one (self, cross) pair per decoder layer ({len(self.layers)}), got "
+                                 f"{len(cache.layers)} (a cache made by another model?)")
+        x = tgt
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, cache=None if cache is None else cache.layers[i], **options)
+        return x if self.norm is None else self.norm(x)
