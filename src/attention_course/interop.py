@@ -61,10 +61,13 @@ def from_torch(module: nn.Module) -> nn.Module:
                        **_factory(module.linear1.weight))
             return _copy(module, new)
     if isinstance(module, nn.Transformer):
-        enc, dec = module.encoder.layers, module.decoder.layers
-        if not (isinstance(enc[0], nn.TransformerEncoderLayer) and isinstance(dec[0], nn.TransformerDecoderLayer)):
-            raise TypeError("module's layers must be nn.TransformerEncoderLayer and nn.TransformerDecoderLayer, got "
-                            f"{describe(enc[0])} and {describe(dec[0])}")
+        enc, dec = getattr(module.encoder, "layers", [None]), getattr(module.decoder, "layers", [None])
+        norms = getattr(module.encoder, "norm", None), getattr(module.decoder, "norm", None)
+        if not (isinstance(enc[0], nn.TransformerEncoderLayer) and isinstance(dec[0], nn.TransformerDecoderLayer)
+                and all(isinstance(n, nn.LayerNorm) for n in norms)):
+            raise TypeError("module's encoder and decoder must be nn.TransformerEncoder and nn.TransformerDecoder of "
+                            "PyTorch's layers with a final LayerNorm (as nn.Transformer builds them), got "
+                            f"{describe(module.encoder)} and {describe(module.decoder)}")
         settings = _layer_settings(enc[0])
         new = Transformer(module.d_model, module.nhead, len(enc), len(dec), *settings[:4], module.batch_first,
                           *settings[5:], **_factory(enc[0].linear1.weight))
@@ -87,7 +90,7 @@ def to_torch(module: MultiHeadAttention) -> nn.MultiheadAttention:
     if module.num_kv_heads != module.num_heads or module.rotary is not None:
         raise ValueError("nn.MultiheadAttention has no grouped-query attention and no rotary positions: module must "
                          f"have num_kv_heads == num_heads and no rotary hook, got num_kv_heads={module.num_kv_heads}, "
-                         f"num_heads={module.num_heads}, rotary={module.rotary!r}")
+                         f"num_heads={module.num_heads} and {'a' if module.rotary else 'no'} rotary hook")
     new = nn.MultiheadAttention(module.embed_dim, module.num_heads, dropout=module.dropout,
                                 bias=module.in_proj_bias is not None, batch_first=module.batch_first,
                                 kdim=module.kdim, vdim=module.vdim, **_factory(module.out_proj.weight))

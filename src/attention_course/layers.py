@@ -357,7 +357,7 @@ class DecoderCache:
                                 f"KVCache), got {describe(pair)}")
         if self.memory_key_mask is not None:
             check_tensor("memory_key_mask", self.memory_key_mask, kind="bool", ndim=2,
-                         layout="(batch, n_src), True = a real token,")
+                         layout="(batch, n_src) (True = a real token)")
 
     @property
     def length(self) -> int:

@@ -426,8 +426,9 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"key and value must be None with a static cache (its keys and values are used), "
                                  f"got key {describe(key)} and value {describe(value)}")
             if is_causal or self.rotary is not None:
+                hook = "a" if self.rotary else "no"
                 raise ValueError("a static cache's keys have no positions: is_causal must be False and the module "
-                                 f"must have no rotary hook, got is_causal={is_causal}, rotary={self.rotary!r}")
+                                 f"must have no rotary hook, got is_causal={is_causal} and {hook} rotary hook")
         else:
             self._check_input("key", key, self.kdim, (query.ndim,), layout, w)
             self._check_input("value", value, self.vdim, (query.ndim,), layout, w)
@@ -442,7 +443,12 @@ class MultiHeadAttention(nn.Module):
             if isinstance(m, torch.Tensor) and m.device != w.device:
                 raise ValueError(f"{name} must be on the parameters' device {w.device}, got {describe(m)}")
         if cache is not None:
-            self._check_cache(cache, 1 if query.ndim == 2 else query.shape[0 if batch_first else 1], w)
+            batch, seq = (0, 1) if batch_first else (1, 0)
+            self._check_cache(cache, 1 if query.ndim == 2 else query.shape[batch], w)
+            n_new = 0 if static else key.shape[seq if key.ndim == 3 else 0]
+            if cache.length + n_new > cache.capacity:
+                raise ValueError(f"key must fit the cache: it holds {cache.capacity} positions and {cache.length} are "
+                                 f"used, so at most {cache.capacity - cache.length} more; got {n_new}")
         return query.ndim == 3
 
     def _check_cache(self, cache: KVCache, batch: int, like: torch.Tensor) -> None:

@@ -258,7 +258,7 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"{name} must be on the model's device {device}, got {describe(ids)}")
         if offset + ids.shape[1] > self.positions.max_len:
             raise ValueError(f"{name} must have at most {self.positions.max_len - offset} positions (max_len="
-                             f"{self.positions.max_len}, {offset} already decoded), got shape {tuple(ids.shape)}")
+                             f"{self.positions.max_len}, from position {offset}), got shape {tuple(ids.shape)}")
         check_token_ids(name, ids, vocab)
 
     def src_key_mask_for(self, src: torch.Tensor) -> torch.Tensor | None:
@@ -360,7 +360,7 @@ class Seq2SeqTransformer(nn.Module):
         check_tensor("memory", memory, ndim=3, layout="(batch, n_src, d_model)")
         check_sequence("memory", memory, self.d_model, True, self.src_embed.weight)
         if memory_key_mask is not None:
-            check_tensor("memory_key_mask", memory_key_mask, kind="bool", layout="(batch, n_src), True = a real token,")
+            check_tensor("memory_key_mask", memory_key_mask, kind="bool", layout="(batch, n_src) (True = a real token)")
             if memory_key_mask.shape != memory.shape[:2] or memory_key_mask.device != memory.device:
                 raise ValueError(f"memory_key_mask must have memory's (batch, n_src) = {tuple(memory.shape[:2])} and "
                                  f"device {memory.device}, got {describe(memory_key_mask)}")
