@@ -324,7 +324,7 @@ class MultiHeadAttention(nn.Module):
         n_k = start + k.shape[2]  # with a cache that grows, the cached keys and the new ones
         # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned). With
         # no query or no key there is nothing to mask.
-        causal = None if not (is_causal and q.shape[2] and n_k) else ("lower_right" if cache else "upper_left")
+        causal = ("lower_right" if cache is not None else "upper_left") if is_causal and q.shape[2] and n_k else None
         # Every check before the cache is written: a refused call leaves it as it was.
         mask = masks.attention_mask(q.shape[0], self.num_heads, q.shape[2], n_k, key_mask=key_mask,
                                     attn_mask=attn_mask, causal=causal, device=q.device)
