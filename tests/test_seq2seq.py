@@ -290,3 +290,11 @@ def test_attention_maps_restores_training_mode_after_an_error():
     with pytest.raises(ValueError, match="key_mask"):
         model.attention_maps(src, src, src_key_mask=torch.ones(1, 2, dtype=torch.bool))
     assert model.training
+
+
+def test_a_model_on_the_meta_device_gives_shapes_and_refuses_cpu_ids():
+    model = _seq2seq(67, device="meta")
+    src = torch.ones(2, 3, dtype=torch.long, device="meta")  # no data: the id range cannot be (and is not) read
+    assert model(src, src).shape == (2, 3, 11)
+    with pytest.raises(ValueError, match="src must be on the model's device meta"):
+        model.encode(torch.ones(2, 3, dtype=torch.long))

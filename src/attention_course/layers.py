@@ -11,7 +11,9 @@ position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``. Para
 parameters are created in follow :class:`torch.nn.TransformerEncoderLayer` and :class:`torch.nn.TransformerDecoderLayer`
 (``self_attn``, ``multihead_attn``, ``linear1``, ``linear2``, ``norm1``…), so :mod:`attention_course.interop`
 copies PyTorch's layers with ``load_state_dict``. Masks are boolean, True = may attend, keyword-only
-(:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token.
+(:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token. The stacks
+:class:`TransformerEncoder` and :class:`TransformerDecoder` and the decoding state :class:`DecoderCache` of
+:mod:`attention_course.seq2seq` (which re-exports them) live here too.
 
 At the edges: empty batches and sequences give empty results (as PyTorch's layers); a query whose every key is
 masked gets a zero attention output, as PyTorch's fused path (training mode) gives, where its explicit path (eval
