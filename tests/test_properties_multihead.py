@@ -153,7 +153,7 @@ def _batch_first(t: torch.Tensor, s: dict) -> torch.Tensor:
     return t if s["batch_first"] else t.transpose(0, 1)
 
 
-@settings(max_examples=150)
+@settings(max_examples=300)
 @given(settings_())
 def test_multihead_attention_equals_torch(s):
     ours, ref = _modules(s)
