@@ -50,3 +50,20 @@ def test_from_torch_and_to_torch_refuse_what_they_cannot_convert():
         to_torch(MultiHeadAttention(8, 2, num_kv_heads=1))
     with pytest.raises(TypeError, match="MultiHeadAttention"):
         to_torch(nn.MultiheadAttention(8, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_conversions_keep_dtype_and_device(dtype):
+    """A copy lives where the original does, in its dtype: here on the meta device (no memory, no data)."""
+    for module in (nn.MultiheadAttention(16, 4, dtype=dtype, device="meta"),
+                   nn.TransformerEncoderLayer(16, 4, 24, dtype=dtype, device="meta")):
+        ours = from_torch(module)
+        assert {(p.dtype, p.device.type) for p in ours.parameters()} == {(dtype, "meta")}
+    back = to_torch(MultiHeadAttention(16, 4, dtype=dtype, device="meta"))
+    assert {(p.dtype, p.device.type) for p in back.parameters()} == {(dtype, "meta")}
+
+
+def test_from_torch_refuses_a_transformer_with_custom_stacks():
+    custom = nn.Transformer(16, 4, 1, 1, 24, custom_encoder=nn.Identity(), custom_decoder=nn.Identity())
+    with pytest.raises(TypeError, match="got Identity and Identity"):
+        from_torch(custom)

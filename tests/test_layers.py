@@ -138,3 +138,53 @@ def test_layers_share_one_sublayer_pattern_and_torch_parameter_order():
     assert isinstance(enc.self_attn, MultiHeadAttention) and isinstance(dec.multihead_attn, MultiHeadAttention)
     with pytest.raises(TypeError, match="activation"):
         TransformerEncoderLayer(D, H, activation=3)
+
+
+# ------------------------------------------------------------------------------------------------- the edges
+@pytest.mark.parametrize(("batch", "n_tgt", "n_src"), [(0, 3, 4), (2, 0, 4), (2, 3, 0)])
+def test_layers_on_empty_batches_and_sequences_match_torch(batch, n_tgt, n_src):
+    torch.manual_seed(70)
+    ref_enc = nn.TransformerEncoderLayer(D, H, FF, batch_first=True, dtype=torch.float64).eval()
+    ref_dec = nn.TransformerDecoderLayer(D, H, FF, batch_first=True, dtype=torch.float64).eval()
+    for ref in (ref_enc, ref_dec):
+        randomise_vectors(ref)
+    enc, dec = from_torch(ref_enc).eval(), from_torch(ref_dec).eval()
+    gen = torch.Generator().manual_seed(71)
+    tgt, mem = sequence(gen, batch, n_tgt, torch.float64, True), sequence(gen, batch, n_src, torch.float64, True)
+    torch.testing.assert_close(enc(tgt), ref_enc(tgt), **TOL[torch.float64])
+    out = dec(tgt, mem)  # with n_src = 0 the cross-attention output is zero: PyTorch's answer too
+    assert out.shape == (batch, n_tgt, D) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, ref_dec(tgt, mem), **TOL[torch.float64])
+
+
+def test_fully_padded_sequence_gives_torchs_fused_answer_not_nan():
+    """PyTorch's encoder layer gives NaN for a sequence whose every key is padding in eval mode (explicit path)
+    and zero attention outputs in training mode (fused path); the package gives the latter in both modes."""
+    torch.manual_seed(72)
+    ref = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, dtype=torch.float64)
+    randomise_vectors(ref)
+    ours = from_torch(ref)
+    x = torch.randn(2, 4, D, dtype=torch.float64, generator=torch.Generator().manual_seed(73))
+    key_mask = torch.tensor([[True] * 4, [False] * 4])
+    with torch.no_grad():
+        assert torch.isnan(ref.eval()(x, src_key_padding_mask=~key_mask)[1]).all()
+    fused = ref.train()(x, src_key_padding_mask=~key_mask)
+    for mode in (True, False):
+        torch.testing.assert_close(ours.train(mode)(x, src_key_mask=key_mask), fused, **TOL[torch.float64])
+    gpt = DecoderOnlyLayer(D, H, dtype=torch.float64).eval()
+    assert torch.isfinite(gpt(x, key_mask=key_mask)).all()
+
+
+def test_layer_checks_name_the_layers_arguments():
+    dec = TransformerDecoderLayer(D, H, FF, batch_first=True)
+    tgt, mem = torch.zeros(2, 3, D), torch.zeros(2, 5, D)
+    with pytest.raises(ValueError, match="memory must have tgt's batch size"):
+        dec(tgt, mem[:1])
+    with pytest.raises(TypeError, match="memory_key_mask must be a boolean"):
+        dec(tgt, mem, memory_key_mask=torch.ones(2, 5))
+    cross = dec.multihead_attn.static_cache(mem)
+    with pytest.raises(ValueError, match="memory must be None with a cross-attention cache"):
+        dec(tgt, mem, cache=(None, cross))
+    torch.testing.assert_close(dec.eval()(tgt, None, cache=(None, cross)), dec(tgt, mem))
+    with pytest.raises(ValueError, match="d_model must be divisible by nhead"):
+        TransformerEncoderLayer(10, 4)

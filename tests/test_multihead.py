@@ -310,8 +310,10 @@ def test_forward_errors_name_the_shapes():
         mha(x, x, torch.randn(2, 4, 8))
     with pytest.raises(ValueError, match="share the batch size"):
         mha(x, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
-    with pytest.raises(ValueError, match="all be 3-D"):
+    with pytest.raises(ValueError, match=r"query must have 2 or 3 dimensions"):
         mha(torch.randn(1, 2, 5, 8), x, x)
+    with pytest.raises(ValueError, match=r"key must have 3 dimensions"):
+        mha(x, x[0], x)
     with pytest.raises(TypeError, match="floating-point"):
         mha(x.long(), x, x)
     with pytest.raises(TypeError, match="parameters' dtype"):
@@ -387,9 +389,9 @@ def test_static_cache_is_cross_attention_projected_once():
     for need in (True, False):
         got, _ = mha(y, None, None, key_mask=key_mask, cache=cache, need_weights=need)
         torch.testing.assert_close(got, expected, **TOL[torch.float64])
-    with pytest.raises(ValueError, match="key=value=None"):
+    with pytest.raises(ValueError, match="key and value must be None with a static cache"):
         mha(y, memory, memory, cache=cache)
-    with pytest.raises(ValueError, match="static cache"):
+    with pytest.raises(ValueError, match="must have static=False"):
         cache.append(cache.keys, cache.values)
 
 
@@ -398,11 +400,11 @@ def test_cache_errors_name_the_problem():
     x = torch.randn(2, 3, 24, dtype=torch.float64)
     cache = mha.new_cache(2, 4)
     mha(x, x, x, is_causal=True, cache=cache)
-    with pytest.raises(ValueError, match="holds 4 positions; 3 are used and 3 more"):
+    with pytest.raises(ValueError, match="holds 4 positions and 3 are used, so at most 1 more; got 3"):
         mha(x, x, x, is_causal=True, cache=cache)
-    with pytest.raises(ValueError, match="cache holds batch 2, the query has batch 1"):
+    with pytest.raises(ValueError, match=r"= \(1, 4, capacity, 6\).*got keys of shape \(2, 4, 4, 6\)"):
         mha(x[:1], x[:1], x[:1], cache=mha.new_cache(2, 4))
-    with pytest.raises(ValueError, match="do not fit a cache"):  # a cache made by a layer with 2 key/value heads
+    with pytest.raises(ValueError, match=r"another module"):  # a cache made by a layer with 2 key/value heads
         mha(x, x, x, cache=_causal_module(36, num_kv_heads=2).new_cache(2, 4))
     with pytest.raises(ValueError, match="capacity must be a positive integer"):
         mha.new_cache(2, 0)
@@ -472,8 +474,121 @@ def test_static_cache_refuses_positions_and_another_batch():
     cache = mha.static_cache(memory)
     with pytest.raises(ValueError, match="static cache"):
         mha(y, None, None, cache=cache, is_causal=True)
-    with pytest.raises(ValueError, match=r"cache holds batch 2, the query has batch 1"):
+    with pytest.raises(ValueError, match=r"another batch"):
         mha(y[:1], None, None, cache=cache)
     rope = _causal_module(44, rotary=apply_rope)
     with pytest.raises(ValueError, match="static cache"):
         rope(y, None, None, cache=rope.static_cache(memory))
+
+
+# ------------------------------------------------------------------------------------------------- the edges
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize(("batch", "n_q", "n_k"), [(0, 3, 3), (2, 0, 3), (2, 3, 0), (2, 0, 0), (0, 0, 0)])
+def test_empty_batches_and_sequences_give_torchs_answer(batch_first, batch, n_q, n_k):
+    ref, ours = _pair(50, torch.float64, batch_first)
+    gen = torch.Generator().manual_seed(51)
+    q, kv = _seq(gen, batch, n_q, 24, torch.float64, batch_first), _seq(gen, batch, n_k, 24, torch.float64, batch_first)
+    for need in (True, False):
+        out_ref, w_ref = ref(q, kv, kv, need_weights=need, average_attn_weights=False)
+        out, w = ours(q, kv, kv, need_weights=need, average_attn_weights=False)
+        assert out.shape == out_ref.shape and (w is None) == (w_ref is None)
+        torch.testing.assert_close(out, out_ref, **TOL[torch.float64])
+        if need:
+            assert w.shape == w_ref.shape == (batch, 4, n_q, n_k)
+        # is_causal with nothing to mask: the same answer (masks.causal_mask is never asked for a 0-sized mask)
+        torch.testing.assert_close(ours(q, kv, kv, need_weights=need, is_causal=True)[0], out_ref,
+                                   **TOL[torch.float64])
+    if n_k == 0 and batch * n_q:  # no key at all: a zero attention output, so the output is out_proj's bias
+        torch.testing.assert_close(out, ours.out_proj.bias.expand_as(out), **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fully_masked_rows_zeros_like_torchs_fused_path_where_its_explicit_path_gives_nan(dtype):
+    """The documented choice: PyTorch answers a query with no allowed key by zeros with need_weights=False and by
+    NaN with need_weights=True; the package gives the zeros on both paths (and zero weights)."""
+    ref, ours = _pair(52, dtype, True)
+    x = torch.randn(2, 4, 24, generator=torch.Generator().manual_seed(53), dtype=dtype)
+    padding = torch.zeros(2, 4, dtype=torch.bool)
+    padding[1] = True  # sequence 1: every key is padding
+    forbid = torch.zeros(4, 4, dtype=torch.bool)
+    forbid[2] = True  # query 2 of every sequence may attend to nothing
+    fused, _ = ref(x, x, x, key_padding_mask=padding, attn_mask=forbid, need_weights=False)
+    explicit, w_ref = ref(x, x, x, key_padding_mask=padding, attn_mask=forbid)
+    assert torch.isnan(explicit[1]).all() and torch.isnan(explicit[0, 2]).all() and torch.isnan(w_ref[1]).all()
+    torch.testing.assert_close(fused[1], ref.out_proj.bias.expand(4, 24), **TOL[dtype])  # zeros, then out_proj
+    key_mask, allowed = from_torch_masks(key_padding_mask=padding, attn_mask=forbid)
+    for need in (True, False):
+        out, w = ours(x, x, x, key_mask=key_mask, attn_mask=allowed, need_weights=need)
+        torch.testing.assert_close(out, fused, **TOL[dtype])
+    torch.testing.assert_close(out[0, [0, 1, 3]], explicit[0, [0, 1, 3]], **TOL[dtype])
+    _, w = ours(x, x, x, key_mask=key_mask, attn_mask=allowed)
+    assert torch.all(w[1] == 0) and torch.all(w[0, 2] == 0)
+    # unbatched, every key padding
+    out, _ = ours(x[0], x[0], x[0], key_mask=torch.zeros(4, dtype=torch.bool))
+    torch.testing.assert_close(out, ours.out_proj.bias.expand(4, 24), **TOL[dtype])
+
+
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16])
+def test_low_precision_runs_in_its_dtype_close_to_float32(low):
+    torch.manual_seed(54)
+    full = MultiHeadAttention(16, 4, batch_first=True).eval()
+    half = MultiHeadAttention(16, 4, batch_first=True, dtype=low).eval()
+    half.load_state_dict({k: v.to(low) for k, v in full.state_dict().items()})
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(55)).to(low)
+    key_mask = torch.tensor([[True] * 5, [False] * 5])  # sequence 1 fully masked
+    expected, _ = full(x.float(), x.float(), x.float(), key_mask=key_mask)
+    for need in (True, False):
+        out, w = half(x, x, x, key_mask=key_mask, need_weights=need)
+        assert out.dtype == low and (w is None or w.dtype == low) and torch.isfinite(out).all()
+        torch.testing.assert_close(out.float(), expected, atol=3e-2, rtol=3e-2)
+
+
+def test_split_and_merge_heads_of_empty_tensors():
+    for shape, heads in (((0, 5, 12), 3), ((2, 0, 12), 3), ((2, 5, 0), 3)):
+        x = torch.zeros(shape)
+        split = split_heads(x, heads)
+        assert split.shape == (shape[0], heads, shape[1], shape[2] // heads)
+        assert merge_heads(split).shape == shape
+
+
+def test_cache_edges_empty_batch_no_new_token_and_empty_memory():
+    mha = _causal_module(56)
+    empty = mha.new_cache(batch=0, capacity=4)
+    x0 = torch.zeros(0, 2, 24, dtype=torch.float64)
+    out, _ = mha(x0, x0, x0, is_causal=True, cache=empty)
+    assert out.shape == (0, 2, 24) and empty.length == 2
+    cache = mha.new_cache(2, 4)
+    none = torch.zeros(2, 0, 24, dtype=torch.float64)
+    out, w = mha(none, none, none, is_causal=True, cache=cache, average_attn_weights=False)
+    assert out.shape == (2, 0, 24) and w.shape == (2, 4, 0, 0) and cache.length == 0
+    # cross-attention to an empty memory: PyTorch's answer for n_k = 0, out_proj's bias
+    ref = to_torch(mha).eval()
+    y, memory = torch.randn(2, 3, 24, dtype=torch.float64), torch.zeros(2, 0, 24, dtype=torch.float64)
+    static = mha.static_cache(memory)
+    assert static.length == static.capacity == 0
+    for need in (True, False):
+        torch.testing.assert_close(mha(y, None, None, cache=static, need_weights=need)[0],
+                                   ref(y, memory, memory, need_weights=need)[0], **TOL[torch.float64])
+
+
+def test_dropout_one_drops_everything_as_nn_dropout():
+    mha = MultiHeadAttention(8, 2, dropout=1.0, batch_first=True).train()
+    x = torch.randn(1, 3, 8)
+    for need in (True, False):
+        out, _ = mha(x, x, x, need_weights=need)
+        torch.testing.assert_close(out, mha.out_proj.bias.expand(1, 3, 8))
+
+
+def test_tensors_on_another_device_are_refused_before_any_computation():
+    mha = MultiHeadAttention(8, 2, batch_first=True)
+    meta = torch.zeros(2, 3, 8, device="meta")
+    with pytest.raises(ValueError, match="parameters' device cpu, got .* on meta"):
+        mha(meta, meta, meta)
+    x = torch.zeros(2, 3, 8)
+    with pytest.raises(ValueError, match="attn_mask must be on the parameters' device"):
+        mha(x, x, x, attn_mask=torch.ones(3, 3, dtype=torch.bool, device="meta"))
+    on_meta = MultiHeadAttention(8, 2, batch_first=True, device="meta")
+    with pytest.raises(ValueError, match="parameters' device meta"):
+        on_meta(x, x, x)
+    with pytest.raises(ValueError, match="cache must be on the parameters' device"):
+        mha(x, x, x, cache=on_meta.new_cache(2, 4))

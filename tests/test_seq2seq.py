@@ -159,7 +159,7 @@ def test_cached_decoding_equals_full_recompute(dtype, norm_first):
     per_position = 2 * 2 * 3 * D * cache.layers[0][0].keys.element_size()  # layers · (k, v) · batch · d_model
     assert cache.nbytes == 12 * per_position + 5 * per_position  # 12 target positions + 5 memory positions
     torch.testing.assert_close(torch.cat([part1, part2], dim=1), full, **TOL[dtype])
-    with pytest.raises(ValueError, match="cache holds 13"):
+    with pytest.raises(ValueError, match="it holds 13 positions and 12 are used"):
         model.decode_step(fast[:, :2], cache)
 
 
@@ -221,3 +221,80 @@ def test_no_warnings_from_our_modules():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model(torch.tensor([[3, 4, 0]]), torch.tensor([[1, 4]]))
+
+
+# ------------------------------------------------------------------------------------------------- the edges
+@pytest.mark.parametrize(("batch", "n_src", "n_tgt"), [(0, 5, 4), (2, 0, 4), (2, 5, 0), (2, 0, 0)])
+def test_transformer_empty_batches_and_sequences_match_torch(batch, n_src, n_tgt):
+    torch.manual_seed(60)
+    ref = nn.Transformer(D, H, 1, 1, FF, dropout=0.0, batch_first=True, dtype=torch.float64).eval()
+    randomise_vectors(ref)
+    ours = from_torch(ref).eval()
+    gen = torch.Generator().manual_seed(61)
+    src, tgt = sequence(gen, batch, n_src, torch.float64, True), sequence(gen, batch, n_tgt, torch.float64, True)
+    expected = ref(src, tgt)
+    out = ours(src, tgt)
+    assert out.shape == expected.shape == (batch, n_tgt, D) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, expected, **TOL[torch.float64])
+
+
+def test_seq2seq_edges_empty_batch_empty_source_and_no_new_token():
+    model = _seq2seq(62)
+    empty = torch.zeros(0, 4, dtype=torch.long)
+    assert greedy_decode(model, empty, 5, bos_id=1, eos_id=2).shape == (0, 2)  # an empty batch is done at once
+    assert greedy_decode(model, empty, 5, bos_id=1).shape == (0, 6)
+    # no source position: zero cross-attention outputs, finite logits, cached and uncached decoding agree
+    no_src = torch.zeros(2, 0, dtype=torch.long)
+    memory = model.encode(no_src)
+    assert memory.shape == (2, 0, D)
+    fast, logits = greedy_decode(model, no_src, 4, bos_id=1, return_logits=True)
+    assert torch.isfinite(logits).all()
+    assert torch.equal(fast, greedy_decode(model, no_src, 4, bos_id=1, use_cache=False))
+    # a source row that is all padding: finite logits as well
+    padded = torch.tensor([[3, 4, 5], [0, 0, 0]])
+    _, logits = greedy_decode(model, padded, 4, bos_id=1, return_logits=True)
+    assert torch.isfinite(logits).all()
+    # decode_step with no new token: (batch, 0, vocab), the cache as it was
+    cache = model.new_cache(model.encode(padded), padded != 0, capacity=4)
+    assert model.decode_step(torch.zeros(2, 0, dtype=torch.long), cache).shape == (2, 0, 11) and cache.length == 0
+    # as many steps as the positional table has positions: the cache needs exactly that capacity
+    longest = _seq2seq(63, max_len=6)
+    assert torch.equal(greedy_decode(longest, padded, 6, bos_id=1), greedy_decode(longest, padded, 6, bos_id=1,
+                                                                                   use_cache=False))
+    assert param_count(nn.ReLU()) == 0
+
+
+def test_decoding_cache_refusals_leave_it_unchanged():
+    model, other = _seq2seq(64), _seq2seq(65)
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
+    memory = model.encode(src)
+    with pytest.raises(TypeError, match="memory_key_mask must be a boolean"):  # the reported float padding mask
+        model.new_cache(memory, (src != 0).float())
+    cache = model.new_cache(memory, src != 0, capacity=3)
+    step = torch.ones(2, 1, dtype=torch.long)
+    first = model.decode_step(step, cache)
+    with pytest.raises(ValueError, match="another model"):
+        other.decode_step(step, cache)
+    with pytest.raises(ValueError, match=r"tokens must hold token ids in \[0, 11\)"):
+        model.decode_step(torch.full((2, 1), 11), cache)
+    with pytest.raises(ValueError, match="at most 2 more; got 3"):
+        model.decode_step(torch.ones(2, 3, dtype=torch.long), cache)
+    assert cache.length == 1
+    again = model.new_cache(memory, src != 0, capacity=3)
+    torch.testing.assert_close(model.decode_step(step, again), first)
+
+
+def test_attention_maps_restores_training_mode_after_an_error():
+    model = _seq2seq(66).train()
+    src = torch.tensor([[3, 4, 5]])
+    with pytest.raises(ValueError, match="key_mask"):
+        model.attention_maps(src, src, src_key_mask=torch.ones(1, 2, dtype=torch.bool))
+    assert model.training
+
+
+def test_a_model_on_the_meta_device_gives_shapes_and_refuses_cpu_ids():
+    model = _seq2seq(67, device="meta")
+    src = torch.ones(2, 3, dtype=torch.long, device="meta")  # no data: the id range cannot be (and is not) read
+    assert model(src, src).shape == (2, 3, 11)
+    with pytest.raises(ValueError, match="src must be on the model's device meta"):
+        model.encode(torch.ones(2, 3, dtype=torch.long))

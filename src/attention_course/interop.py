@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ._checks import describe
 from .layers import TransformerDecoderLayer, TransformerEncoderLayer
 from .multihead import MultiHeadAttention
 from .seq2seq import Transformer
@@ -42,14 +43,15 @@ def from_torch(module: nn.Module) -> nn.Module:
     ``nn.Transformer`` (built from those layers) → :class:`~attention_course.seq2seq.Transformer`.
 
     Raises:
-        TypeError: another kind of module.
+        TypeError: another kind of module, or an ``nn.Transformer`` with custom encoder or decoder layers.
         ValueError: ``nn.MultiheadAttention`` with ``add_bias_kv`` or ``add_zero_attn`` (not implemented here).
     """
     if isinstance(module, nn.MultiheadAttention):
         if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError("add_bias_kv and add_zero_attn are not supported by MultiHeadAttention")
+            raise ValueError("module must not use add_bias_kv or add_zero_attn (MultiHeadAttention has neither), got "
+                             f"add_bias_kv={module.bias_k is not None}, add_zero_attn={module.add_zero_attn}")
         new = MultiHeadAttention(module.embed_dim, module.num_heads, dropout=module.dropout,
-                                 bias=module.in_proj_bias is not None, batch_first=module.batch_first,
+                                 bias=module.in_proj_bias is not None, batch_first=bool(module.batch_first),
                                  kdim=module.kdim, vdim=module.vdim, **_factory(module.out_proj.weight))
         return _copy(module, new)
     for torch_cls, ours in ((nn.TransformerEncoderLayer, TransformerEncoderLayer),
@@ -59,15 +61,19 @@ def from_torch(module: nn.Module) -> nn.Module:
                        **_factory(module.linear1.weight))
             return _copy(module, new)
     if isinstance(module, nn.Transformer):
-        enc, dec = module.encoder.layers, module.decoder.layers
-        if not (isinstance(enc[0], nn.TransformerEncoderLayer) and isinstance(dec[0], nn.TransformerDecoderLayer)):
-            raise TypeError("from_torch supports nn.Transformer built from nn.TransformerEncoderLayer/DecoderLayer")
+        enc, dec = getattr(module.encoder, "layers", [None]), getattr(module.decoder, "layers", [None])
+        norms = getattr(module.encoder, "norm", None), getattr(module.decoder, "norm", None)
+        if not (isinstance(enc[0], nn.TransformerEncoderLayer) and isinstance(dec[0], nn.TransformerDecoderLayer)
+                and all(isinstance(n, nn.LayerNorm) for n in norms)):
+            raise TypeError("module's encoder and decoder must be nn.TransformerEncoder and nn.TransformerDecoder of "
+                            "PyTorch's layers with a final LayerNorm (as nn.Transformer builds them), got "
+                            f"{describe(module.encoder)} and {describe(module.decoder)}")
         settings = _layer_settings(enc[0])
         new = Transformer(module.d_model, module.nhead, len(enc), len(dec), *settings[:4], module.batch_first,
                           *settings[5:], **_factory(enc[0].linear1.weight))
         return _copy(module, new)
-    raise TypeError("from_torch converts nn.MultiheadAttention, nn.TransformerEncoderLayer, "
-                    f"nn.TransformerDecoderLayer or nn.Transformer, got {type(module).__name__}")
+    raise TypeError("module must be an nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer "
+                    f"or nn.Transformer, got {describe(module)}")
 
 
 def to_torch(module: MultiHeadAttention) -> nn.MultiheadAttention:
@@ -79,10 +85,12 @@ def to_torch(module: MultiHeadAttention) -> nn.MultiheadAttention:
         ValueError: grouped-query attention or a rotary hook, which ``nn.MultiheadAttention`` does not have.
     """
     if not isinstance(module, MultiHeadAttention):
-        raise TypeError(f"to_torch converts a MultiHeadAttention, got {type(module).__name__}")
+        raise TypeError(f"module must be a MultiHeadAttention (to_torch converts attention only), got "
+                        f"{describe(module)}")
     if module.num_kv_heads != module.num_heads or module.rotary is not None:
-        raise ValueError("nn.MultiheadAttention has no grouped-query attention (num_kv_heads < num_heads) and no "
-                         "rotary positions")
+        raise ValueError("nn.MultiheadAttention has no grouped-query attention and no rotary positions: module must "
+                         f"have num_kv_heads == num_heads and no rotary hook, got num_kv_heads={module.num_kv_heads}, "
+                         f"num_heads={module.num_heads} and {'a' if module.rotary else 'no'} rotary hook")
     new = nn.MultiheadAttention(module.embed_dim, module.num_heads, dropout=module.dropout,
                                 bias=module.in_proj_bias is not None, batch_first=module.batch_first,
                                 kdim=module.kdim, vdim=module.vdim, **_factory(module.out_proj.weight))

@@ -11,34 +11,70 @@ position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``. Para
 parameters are created in follow :class:`torch.nn.TransformerEncoderLayer` and :class:`torch.nn.TransformerDecoderLayer`
 (``self_attn``, ``multihead_attn``, ``linear1``, ``linear2``, ``norm1``…), so :mod:`attention_course.interop`
 copies PyTorch's layers with ``load_state_dict``. Masks are boolean, True = may attend, keyword-only
-(:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token.
+(:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token. The stacks
+:class:`TransformerEncoder` and :class:`TransformerDecoder` and the decoding state :class:`DecoderCache` of
+:mod:`attention_course.seq2seq` (which re-exports them) live here too.
+
+At the edges: empty batches and sequences give empty results (as PyTorch's layers); a query whose every key is
+masked gets a zero attention output, as PyTorch's fused path (training mode) gives, where its explicit path (eval
+mode) gives NaN (see :class:`~attention_course.multihead.MultiHeadAttention`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import (
+    check_callable,
+    check_choice,
+    check_flag,
+    check_instance,
+    check_int,
+    check_real,
+    check_tensor,
+    describe,
+)
 from .multihead import KVCache, MultiHeadAttention, RotaryHook
 
-__all__ = ["Activation", "DecoderOnlyLayer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+__all__ = [
+    "Activation",
+    "DecoderCache",
+    "DecoderOnlyLayer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+]
 
 Activation = str | Callable[[torch.Tensor], torch.Tensor]
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
-def check_sequence(name: str, x: object, d_model: int, batch_first: bool) -> None:
-    """A layer's input must be a floating-point ``(batch, n, d_model)``/``(n, batch, d_model)`` or ``(n, d_model)``."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
-    layout = "(batch, n, d_model)" if batch_first else "(n, batch, d_model)"
-    if x.ndim not in (2, 3) or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape {layout} or (n, d_model) with d_model={d_model}, "
-                         f"got {tuple(x.shape)}")
+def check_sequence(name: str, x: object, d_model: int, batch_first: bool, like: torch.Tensor | None = None) -> None:
+    """A layer's input must be a floating-point ``(batch, n, d_model)``/``(n, batch, d_model)`` or ``(n, d_model)``,
+    in the dtype and on the device of ``like`` (a parameter) when given."""
+    layout = ("(batch, n, d_model)" if batch_first else "(n, batch, d_model)") + " or (n, d_model)"
+    check_tensor(name, x, ndim=(2, 3), layout=layout)
+    if x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape {layout} with d_model={d_model}, got {tuple(x.shape)}")
+    if like is not None and x.dtype != like.dtype:
+        raise TypeError(f"{name} must have the parameters' dtype {like.dtype}, got {describe(x)}")
+    if like is not None and x.device != like.device:
+        raise ValueError(f"{name} must be on the parameters' device {like.device}, got {describe(x)}")
+
+
+def _check_mask(name: str, m: object, like: torch.Tensor) -> None:
+    """None, or a boolean mask on ``like``'s device (its shape is checked by the attention)."""
+    if m is not None:
+        check_tensor(name, m, kind="bool", layout="(True = a real token)" if "key" in name else "(True = may attend)")
+        if m.device != like.device:
+            raise ValueError(f"{name} must be on the parameters' device {like.device}, got {describe(m)}")
 
 
 class _Layer(nn.Module):
@@ -65,10 +101,17 @@ class _Layer(nn.Module):
         rotary: RotaryHook | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(activation, str) and activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
-        if not (isinstance(activation, str) or callable(activation)):
-            raise TypeError(f"activation must be 'relu', 'gelu' or a callable, got {type(activation).__name__}")
+        d_model, nhead = check_int("d_model", d_model), check_int("nhead", nhead)
+        if d_model % nhead:
+            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
+        dim_feedforward = check_int("dim_feedforward", dim_feedforward)
+        dropout = check_real("dropout", dropout, low=0.0, high=1.0)
+        layer_norm_eps = check_real("layer_norm_eps", layer_norm_eps, low=0.0, open_low=True)
+        batch_first, norm_first = check_flag("batch_first", batch_first), check_flag("norm_first", norm_first)
+        if isinstance(activation, str):
+            check_choice("activation", activation, tuple(_ACTIVATIONS))
+        else:
+            check_callable("activation", activation, "'relu', 'gelu' or a callable")
         factory = {"device": device, "dtype": dtype}
         # Attention first, then the feed-forward network and the norms: PyTorch's parameter order, hence the same
         # random draws at construction. Only self-attention gets grouped-query heads and rotary positions.
@@ -79,14 +122,28 @@ class _Layer(nn.Module):
         self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
-        self.norm_first = bool(norm_first)
+        self.norm_first = norm_first
         count = len(self._attention_modules) + 1
         for i in range(1, count + 1):
             setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
         for i in range(1, count + 1):
             setattr(self, f"dropout{i}", nn.Dropout(dropout))
         self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
-        self.d_model, self.batch_first = d_model, bool(batch_first)
+        self.d_model, self.batch_first = d_model, batch_first
+
+    def _check_inputs(self, sequences=(), masks=(), flags=(), lists=()) -> None:
+        """Each ``(name, value)``: sequences as :func:`check_sequence`, masks boolean, flags bool, weight lists None
+        or a list. Shapes, dtypes and devices only."""
+        like = self.linear1.weight
+        for name, x in sequences:
+            check_sequence(name, x, self.d_model, self.batch_first, like)
+        for name, m in masks:
+            _check_mask(name, m, like)
+        for name, flag in flags:
+            check_flag(name, flag)
+        for name, found in lists:
+            if found is not None:
+                check_instance(name, found, list)
 
     def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -132,9 +189,14 @@ class TransformerEncoderLayer(_Layer):
             cache: the self-attention's :class:`~attention_course.multihead.KVCache` (decoding, eval mode).
 
         Returns:
-            A tensor of ``src``'s shape.
+            A tensor of ``src``'s shape. At the edges: ``batch = 0`` or ``n = 0`` give an empty tensor; a position
+            whose every key is masked gets a zero attention output (see the module's notes).
         """
-        check_sequence("src", src, self.d_model, self.batch_first)
+        self._check_inputs((("src", src),), (("src_mask", src_mask), ("src_key_mask", src_key_mask)),
+                           (("is_causal", is_causal),), (("attn_weights", attn_weights),))
+        return self._encode(src, src_mask, src_key_mask, is_causal, attn_weights, cache)
+
+    def _encode(self, src, src_mask, src_key_mask, is_causal, attn_weights, cache) -> torch.Tensor:
         x = self._sublayer(1, src, lambda y: _attend(self.self_attn, y, None, attn_weights, attn_mask=src_mask,
                                                      key_mask=src_key_mask, is_causal=is_causal, cache=cache))
         return self._sublayer(2, x, self._feed_forward)
@@ -161,7 +223,7 @@ class DecoderOnlyLayer(TransformerEncoderLayer):
     ) -> None:
         """``dim_feedforward`` defaults to ``4·d_model``; ``options``: ``layer_norm_eps``, ``bias``, ``device``,
         ``dtype``, ``num_kv_heads``, ``rotary`` (as :class:`TransformerEncoderLayer`)."""
-        ff = 4 * d_model if dim_feedforward is None else dim_feedforward
+        ff = 4 * check_int("d_model", d_model) if dim_feedforward is None else dim_feedforward
         super().__init__(d_model, nhead, ff, dropout, activation, batch_first=True, norm_first=norm_first, **options)
 
     def forward(  # type: ignore[override]
@@ -172,7 +234,11 @@ class DecoderOnlyLayer(TransformerEncoderLayer):
         cache: KVCache | None = None,
         attn_weights: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        return super().forward(x, src_key_mask=key_mask, is_causal=True, attn_weights=attn_weights, cache=cache)
+        """``x`` ``(batch, n, d_model)`` through causal self-attention (``key_mask`` ``(batch, n)``, True = a real
+        token; with a ``cache`` it counts the cached positions too) and the feed-forward network. At the edges: as
+        :meth:`TransformerEncoderLayer.forward`."""
+        self._check_inputs((("x", x),), (("key_mask", key_mask),), (), (("attn_weights", attn_weights),))
+        return self._encode(x, None, key_mask, True, attn_weights, cache)
 
 
 class TransformerDecoderLayer(_Layer):
@@ -208,12 +274,20 @@ class TransformerDecoderLayer(_Layer):
                 keys and values then come from the cache and ``memory`` may be None.
 
         Returns:
-            A tensor of ``tgt``'s shape.
+            A tensor of ``tgt``'s shape. At the edges: ``batch = 0`` or ``n_tgt = 0`` give an empty tensor; with
+            ``n_src = 0`` (or every memory position masked) the cross-attention output is zero, as PyTorch's fused
+            path gives.
         """
-        check_sequence("tgt", tgt, self.d_model, self.batch_first)
-        self_cache, cross_cache = (None, None) if cache is None else cache
-        if cross_cache is None:
-            check_sequence("memory", memory, self.d_model, self.batch_first)
+        self_cache, cross_cache = self._check_cache(cache, memory)
+        sequences = (("tgt", tgt),) if cross_cache is not None else (("tgt", tgt), ("memory", memory))
+        self._check_inputs(sequences, (("tgt_mask", tgt_mask), ("memory_mask", memory_mask),
+                                       ("tgt_key_mask", tgt_key_mask), ("memory_key_mask", memory_key_mask)),
+                           (("tgt_is_causal", tgt_is_causal),),
+                           (("self_weights", self_weights), ("cross_weights", cross_weights)))
+        b = 0 if self.batch_first else 1
+        if cross_cache is None and (memory.ndim != tgt.ndim or (tgt.ndim == 3 and memory.shape[b] != tgt.shape[b])):
+            raise ValueError(f"memory must have tgt's batch size and layout, got tgt {tuple(tgt.shape)} and memory "
+                             f"{tuple(memory.shape)} ({'batch_first' if self.batch_first else 'sequence-first'})")
         x = self._sublayer(1, tgt, lambda y: _attend(self.self_attn, y, None, self_weights, attn_mask=tgt_mask,
                                                      key_mask=tgt_key_mask, is_causal=tgt_is_causal,
                                                      cache=self_cache))
@@ -225,3 +299,121 @@ class TransformerDecoderLayer(_Layer):
                                                                    key_mask=memory_key_mask, need_weights=False,
                                                                    cache=cross_cache).output)
         return self._sublayer(3, x, self._feed_forward)
+
+    @staticmethod
+    def _check_cache(cache: object, memory: object) -> tuple[KVCache | None, KVCache | None]:
+        """``(self-attention cache or None, static cross-attention cache or None)``; memory None with the latter."""
+        if cache is None:
+            return None, None
+        if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+            raise TypeError(f"cache must be a pair (self-attention KVCache, static cross-attention KVCache), got "
+                            f"{describe(cache)}")
+        self_cache, cross_cache = cache
+        for name, c in (("cache[0]", self_cache), ("cache[1]", cross_cache)):
+            if c is not None:
+                check_instance(name, c, KVCache)
+        if cross_cache is not None and not cross_cache.static:
+            raise ValueError("cache[1] must be a static cache (the memory's keys and values, from "
+                             "MultiHeadAttention.static_cache), got a KVCache with static=False")
+        if cross_cache is not None and memory is not None:
+            raise ValueError(f"memory must be None with a cross-attention cache (cache[1] holds its keys and values), "
+                             f"got {describe(memory)}")
+        return self_cache, cross_cache
+
+
+# ------------------------------------------------------------------------------------------ stacks of layers
+class _Stack(nn.Module):
+    """``num_layers`` deep copies of one layer (identical until re-initialised) in ``self.layers``, and an optional
+    final ``norm``, as PyTorch's stacks."""
+
+    _layer_type: type = nn.Module
+
+    def __init__(self, layer: nn.Module, num_layers: int, norm: nn.Module | None = None) -> None:
+        super().__init__()
+        check_instance("layer", layer, self._layer_type)
+        num_layers = check_int("num_layers", num_layers)
+        if norm is not None:
+            check_instance("norm", norm, nn.Module)
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+
+@dataclass
+class DecoderCache:
+    """The state of incremental decoding (chapter 5; timed in chapter 6): each decoder layer's
+    ``(self-attention cache, cross-attention cache)`` — the keys and values of every target position decoded so
+    far, and the encoder memory's keys and values, projected once — and the memory's key mask (boolean
+    ``(batch, n_src)``, True = a real token). ``owner`` identifies the model whose
+    :meth:`~attention_course.seq2seq.Seq2SeqTransformer.new_cache` made it (None for a cache built by hand), so
+    that a cache from another model is refused."""
+
+    layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
+    memory_key_mask: torch.Tensor | None = None
+    owner: int | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_instance("layers", self.layers, list)
+        for i, pair in enumerate(self.layers):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(c, KVCache) for c in pair)):
+                raise TypeError(f"layers[{i}] must be a pair (self-attention KVCache, static cross-attention "
+                                f"KVCache), got {describe(pair)}")
+        if self.memory_key_mask is not None:
+            check_tensor("memory_key_mask", self.memory_key_mask, kind="bool", ndim=2,
+                         layout="(batch, n_src) (True = a real token)")
+
+    @property
+    def length(self) -> int:
+        """How many target positions are cached."""
+        return self.layers[0][0].length if self.layers else 0
+
+    @property
+    def capacity(self) -> int:
+        """The most target positions the cache can hold."""
+        return self.layers[0][0].capacity if self.layers else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys and values in use: the cached target positions and the projected memory of every layer."""
+        return sum(self_cache.nbytes + cross.nbytes for self_cache, cross in self.layers)
+
+
+class TransformerEncoder(_Stack):
+    """A stack of ``num_layers`` copies of ``encoder_layer`` and an optional final ``norm`` (chapter 5).
+
+    As :class:`torch.nn.TransformerEncoder`: the layers are deep copies of the one given (identical until
+    re-initialised), in ``self.layers``.
+    """
+
+    _layer_type = TransformerEncoderLayer
+
+    def forward(self, src: torch.Tensor, *, mask: torch.Tensor | None = None, **options) -> torch.Tensor:
+        """Run every layer, then ``norm``. ``mask`` is each layer's ``src_mask``; ``options`` (``src_key_mask``,
+        ``is_causal``, ``attn_weights``) go to every layer as in :meth:`TransformerEncoderLayer.forward` (which
+        checks them, and describes the edges)."""
+        if mask is not None:
+            check_tensor("mask", mask, kind="bool", layout="(True = may attend)")
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, **options)
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoder(_Stack):
+    """A stack of ``num_layers`` copies of ``decoder_layer`` and an optional final ``norm`` (chapter 5)."""
+
+    _layer_type = TransformerDecoderLayer
+
+    def forward(
+        self, tgt: torch.Tensor, memory: torch.Tensor | None, *, cache: DecoderCache | None = None, **options
+    ) -> torch.Tensor:
+        """Run every layer, then ``norm``. ``options`` (masks, ``tgt_is_causal``, weight lists) go to every layer as
+        in :meth:`TransformerDecoderLayer.forward`; ``cache`` holds every layer's caches (decoding)."""
+        if cache is not None:
+            check_instance("cache", cache, DecoderCache)
+            if len(cache.layers) != len(self.layers):
+                raise ValueError(f"cache must hold one (self, cross) pair per decoder layer ({len(self.layers)}), got "
+                                 f"{len(cache.layers)} (a cache made by another model?)")
+        x = tgt
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, cache=None if cache is None else cache.layers[i], **options)
+        return x if self.norm is None else self.norm(x)

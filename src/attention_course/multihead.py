@@ -9,6 +9,9 @@ The parameters have :class:`torch.nn.MultiheadAttention`'s names and layout (``i
 projections in PyTorch's ``(out, in)`` orientation; ``out_proj``), so :mod:`attention_course.interop` converts
 between the two. Masks follow the package convention of :mod:`attention_course.masks` (boolean, True = may attend),
 and are keyword-only; a query that may attend to no key gets zero weights and a zero attention output.
+
+At the edges (see :meth:`MultiHeadAttention.forward`): empty batches and sequences give what
+:class:`torch.nn.MultiheadAttention` gives; a query with no key to attend to gets zeros on both paths, never NaN.
 """
 
 from __future__ import annotations
@@ -22,6 +25,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import masks
+from ._checks import (
+    check_callable,
+    check_device,
+    check_dtype,
+    check_flag,
+    check_instance,
+    check_int,
+    check_real,
+    check_same_device,
+    check_tensor,
+    describe,
+)
 from .attention import AttentionOutput
 
 __all__ = ["KVCache", "MultiHeadAttention", "merge_heads", "split_heads"]
@@ -35,18 +50,28 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(batch, n, num_heads·d_k) → (batch, num_heads, n, d_k)``: the column blocks of a fused projection.
 
     Block ``i`` of ``d_k`` columns of ``X W^Q`` is head ``i``'s ``X W_i^Q`` (chapter 4, §4.5). Returns a view.
+    At the edges: ``batch``, ``n`` or the width may be 0 (an empty view, ``d_k = 0`` for width 0).
     """
-    if x.ndim != 3 or x.shape[-1] % num_heads:
-        raise ValueError(f"x must be (batch, n, num_heads·d_k) with the last dimension divisible by "
-                         f"num_heads={num_heads}, got shape {tuple(x.shape)}")
-    return x.unflatten(-1, (num_heads, -1)).transpose(1, 2)
+    check_tensor("x", x, kind=None, ndim=3, layout="(batch, n, num_heads·d_k)")
+    num_heads = check_int("num_heads", num_heads)
+    if x.shape[-1] % num_heads:
+        raise ValueError(f"x's last dimension must be divisible by num_heads={num_heads} (it is num_heads·d_k), "
+                         f"got shape {tuple(x.shape)}")
+    return _split(x, num_heads)
+
+
+def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    return x.unflatten(-1, (num_heads, x.shape[-1] // num_heads)).transpose(1, 2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """``(batch, num_heads, n, d_k) → (batch, n, num_heads·d_k)``: Concat(head_1, …, head_h), the inverse of
-    :func:`split_heads`."""
-    if x.ndim != 4:
-        raise ValueError(f"x must be (batch, num_heads, n, d_k), got shape {tuple(x.shape)}")
+    :func:`split_heads`. At the edges: any size may be 0 (an empty result)."""
+    check_tensor("x", x, kind=None, ndim=4, layout="(batch, num_heads, n, d_k)")
+    return _merge(x)
+
+
+def _merge(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).flatten(2)
 
 
@@ -62,12 +87,28 @@ class KVCache:
         keys, values: ``(batch, num_kv_heads, capacity, d_k)``, filled up to ``length``.
         length: positions held.
         static: True for keys and values that are never appended to.
+
+    At the edges: a static cache of an empty memory has ``capacity = length = 0`` (queries then attend to nothing
+    and get zero attention outputs).
     """
 
     keys: torch.Tensor
     values: torch.Tensor
     length: int = 0
     static: bool = False
+
+    def __post_init__(self) -> None:
+        layout = "(batch, num_kv_heads, capacity, d_k)"
+        check_tensor("keys", self.keys, ndim=4, layout=layout)
+        check_tensor("values", self.values, ndim=4, layout=layout)
+        if self.values.shape != self.keys.shape:
+            raise ValueError(f"values must have the keys' shape {tuple(self.keys.shape)} {layout}, "
+                             f"got {tuple(self.values.shape)}")
+        if self.values.dtype != self.keys.dtype:
+            raise TypeError(f"values must have the keys' dtype {self.keys.dtype}, got {describe(self.values)}")
+        check_same_device(("keys", "values"), (self.keys, self.values))
+        self.length = check_int("length", self.length, low=0, high=self.capacity)
+        self.static = check_flag("static", self.static)
 
     @property
     def capacity(self) -> int:
@@ -79,26 +120,30 @@ class KVCache:
         return 2 * self.keys[:, :, : self.length].numel() * self.keys.element_size()
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` ``(batch, num_kv_heads, n_new, d_k)`` after the cached positions; return all of them."""
+        """Store ``k``, ``v`` ``(batch, num_kv_heads, n_new, d_k)`` after the cached positions; return all of them.
+        At the edges: ``n_new = 0`` stores nothing. A refused call leaves the cache as it was."""
         if self.static:
-            raise ValueError("a static cache (keys and values projected once) cannot be appended to")
-        if k.shape[:2] != self.keys.shape[:2] or k.shape[3] != self.keys.shape[3] or k.dtype != self.keys.dtype:
-            raise ValueError(f"new keys {tuple(k.shape)} {k.dtype} do not fit a cache of "
-                             f"{tuple(self.keys.shape)} {self.keys.dtype} (batch, num_kv_heads, capacity, d_k)")
+            raise ValueError(f"a cache to append to must have static=False; this one holds keys and values projected "
+                             f"once (static=True), got new keys {describe(k)}")
+        b, h, _, d = self.keys.shape
+        for name, t in (("k", k), ("v", v)):
+            check_tensor(name, t, ndim=4, layout="(batch, num_kv_heads, n_new, d_k)")
+            if t.shape[:2] != (b, h) or t.shape[3] != d:
+                raise ValueError(f"{name} must have shape (batch, num_kv_heads, n_new, d_k) = ({b}, {h}, n_new, {d}) "
+                                 f"to fit the cache, got {tuple(t.shape)}")
+            if t.dtype != self.keys.dtype:
+                raise TypeError(f"{name} must have the cache's dtype {self.keys.dtype}, got {describe(t)}")
+        if v.shape != k.shape:
+            raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+        check_same_device(("the cache", "k", "v"), (self.keys, k, v))
         end = self.length + k.shape[2]
         if end > self.capacity:
-            raise ValueError(f"the cache holds {self.capacity} positions; {self.length} are used and "
-                             f"{k.shape[2]} more were given")
+            raise ValueError(f"k must fit the cache: it holds {self.capacity} positions and {self.length} are used, "
+                             f"so at most {self.capacity - self.length} more; got {k.shape[2]} more")
         self.keys[:, :, self.length : end] = k
         self.values[:, :, self.length : end] = v
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
-
-
-def _positive_int(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 class MultiHeadAttention(nn.Module):
@@ -107,7 +152,8 @@ class MultiHeadAttention(nn.Module):
     Args:
         embed_dim: :math:`d_\text{model}`, the width of queries and of the output.
         num_heads: :math:`h`; must divide ``embed_dim``; each head has :math:`d_k = d_v = d_\text{model}/h`.
-        dropout: dropout probability on the attention weights (training mode only).
+        dropout: dropout probability on the attention weights (training mode only), in ``[0, 1]`` as
+            :class:`torch.nn.Dropout`.
         bias: biases in the input and output projections.
         batch_first: inputs and outputs are ``(batch, n, features)``; otherwise ``(n, batch, features)``
             (PyTorch's default). Unbatched ``(n, features)`` inputs are accepted either way.
@@ -139,22 +185,25 @@ class MultiHeadAttention(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.embed_dim = _positive_int("embed_dim", embed_dim)
-        self.num_heads = _positive_int("num_heads", num_heads)
-        self.num_kv_heads = _positive_int("num_kv_heads", num_heads if num_kv_heads is None else num_kv_heads)
-        self.kdim = _positive_int("kdim", embed_dim if kdim is None else kdim)
-        self.vdim = _positive_int("vdim", embed_dim if vdim is None else vdim)
+        self.embed_dim = embed_dim = check_int("embed_dim", embed_dim)
+        self.num_heads = num_heads = check_int("num_heads", num_heads)
+        self.num_kv_heads = check_int("num_kv_heads", num_heads if num_kv_heads is None else num_kv_heads)
+        self.kdim = check_int("kdim", embed_dim if kdim is None else kdim)
+        self.vdim = check_int("vdim", embed_dim if vdim is None else vdim)
         if embed_dim % num_heads:
-            raise ValueError(f"embed_dim={embed_dim} must be divisible by num_heads={num_heads} (d_k = embed_dim/h)")
+            raise ValueError(f"embed_dim must be divisible by num_heads (d_k = embed_dim/num_heads), got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads}")
         if num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads={num_heads} must be divisible by num_kv_heads={self.num_kv_heads}")
-        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        if rotary is not None and not callable(rotary):
-            raise TypeError(f"rotary must be a callable rotary(x, positions=p), got {type(rotary).__name__}")
+            raise ValueError(f"num_heads must be divisible by num_kv_heads (query heads per key/value head), got "
+                             f"num_heads={num_heads} and num_kv_heads={self.num_kv_heads}")
+        self.dropout = check_real("dropout", dropout, low=0.0, high=1.0)
+        self.batch_first = check_flag("batch_first", batch_first)
+        self.rotary = None if rotary is None else check_callable("rotary", rotary, "a callable rotary(x, positions=p)")
+        bias = check_flag("bias", bias)
+        device = None if device is None else check_device("device", device)
+        dtype = None if dtype is None else check_dtype("dtype", dtype)
         self.head_dim = embed_dim // num_heads
         self.kv_dim = self.num_kv_heads * self.head_dim
-        self.dropout, self.batch_first, self.rotary = float(dropout), bool(batch_first), rotary
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         factory = {"device": device, "dtype": dtype}
         widths = [embed_dim, self.kv_dim, self.kv_dim]
@@ -192,20 +241,23 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------------------------------ the KV cache
     def new_cache(self, batch: int, capacity: int) -> KVCache:
-        """An empty cache for ``capacity`` positions of self-attention (keys and values in the parameters' dtype)."""
-        batch, capacity = _positive_int("batch", batch), _positive_int("capacity", capacity)
+        """An empty cache for ``capacity`` positions of self-attention (keys and values in the parameters' dtype
+        and on their device). At the edges: ``batch = 0`` gives an empty cache, as PyTorch answers empty batches."""
+        batch, capacity = check_int("batch", batch, low=0), check_int("capacity", capacity)
         shape = (batch, self.num_kv_heads, capacity, self.head_dim)
         w = self.out_proj.weight
         return KVCache(w.new_empty(shape), w.new_empty(shape))
 
     def static_cache(self, key: torch.Tensor, value: torch.Tensor | None = None) -> KVCache:
-        """Keys and values of ``key``/``value`` ``(batch, n_k, kdim)`` (batch-first), projected once: the
-        cross-attention cache of the encoder's output. ``value`` defaults to ``key``."""
+        """Keys and values of ``key``/``value`` ``(batch, n_k, kdim|vdim)`` (batch-first), projected once: the
+        cross-attention cache of the encoder's output. ``value`` defaults to ``key``. At the edges: ``n_k = 0``
+        gives a cache of length 0 (every query then gets a zero attention output)."""
         value = key if value is None else value
-        for name, t in (("key", key), ("value", value)):
-            if not isinstance(t, torch.Tensor) or t.ndim != 3:
-                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"{name} must be a batch-first (batch, n_k, features) tensor, got {got}")
+        for name, t, width in (("key", key, self.kdim), ("value", value, self.vdim)):
+            self._check_input(name, t, width, (3,), "(batch, n_k, features)", self.out_proj.weight)
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(f"key and value must have the same (batch, n_k), got key {tuple(key.shape)} and value "
+                             f"{tuple(value.shape)}")
         k, v = self._project_kv(key, value)
         return KVCache(k, v, length=k.shape[2], static=True)
 
@@ -217,7 +269,7 @@ class MultiHeadAttention(nn.Module):
 
     def _project_q(self, query: torch.Tensor) -> torch.Tensor:
         """``(batch, n_q, embed_dim) → (batch, h, n_q, d_k)``: Q = X W^Q, cut into heads."""
-        return split_heads(F.linear(query, self.in_projections()[0], self._in_biases()[0]), self.num_heads)
+        return _split(F.linear(query, self.in_projections()[0], self._in_biases()[0]), self.num_heads)
 
     def _project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """K = X W^K and V = X W^V cut into heads, ``(batch, h_kv, n_k, d_k)`` each; one product if key is value."""
@@ -227,14 +279,14 @@ class MultiHeadAttention(nn.Module):
         else:
             (_, w_k, w_v), (_, b_k, b_v) = self.in_projections(), self._in_biases()
             k, v = F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
-        return split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)
+        return _split(k, self.num_kv_heads), _split(v, self.num_kv_heads)
 
     def _project(self, query, key, value) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q, K, V of every head; self-attention (one input three times) projects with one matrix product."""
         if key is query and value is query and self.in_proj_weight is not None:
             q, k, v = F.linear(query, self.in_proj_weight, self.in_proj_bias).split(
                 [self.embed_dim, self.kv_dim, self.kv_dim], dim=-1)
-            return split_heads(q, self.num_heads), split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)
+            return _split(q, self.num_heads), _split(k, self.num_kv_heads), _split(v, self.num_kv_heads)
         return (self._project_q(query), *self._project_kv(key, value))
 
     def attend(
@@ -252,16 +304,15 @@ class MultiHeadAttention(nn.Module):
         """The paper's computation on batch-first tensors; :meth:`forward` adapts other layouts to it.
 
         ``query`` ``(batch, n_q, embed_dim)``, ``key``/``value`` ``(batch, n_k, kdim|vdim)`` (None with a static
-        cache). Returns the output ``(batch, n_q, embed_dim)`` and per-head weights ``(batch, h, n_q, n_k)`` or None.
+        cache), the options as in :meth:`forward`. Returns the output ``(batch, n_q, embed_dim)`` and per-head
+        weights ``(batch, h, n_q, n_k)`` or None. At the edges: as :meth:`forward`.
         """
+        check_flag("need_weights", need_weights)
+        self._check_call(query, key, value, cache, key_mask, attn_mask, is_causal, batch_first=True, ndims=(3,))
+        return self._attend(query, key, value, key_mask, attn_mask, is_causal, need_weights, cache)
+
+    def _attend(self, query, key, value, key_mask, attn_mask, is_causal, need_weights, cache) -> AttentionOutput:
         static = cache is not None and cache.static
-        if static and (is_causal or self.rotary is not None):
-            # A static cache holds keys without positions (an encoder's output): causality and rotary positions
-            # between a decoder's queries and those keys mean nothing.
-            raise ValueError("is_causal and a rotary hook need positions shared by queries and keys; a static "
-                             "cache (cross-attention keys and values) has none")
-        if cache is not None and cache.keys.shape[0] != query.shape[0]:
-            raise ValueError(f"the cache holds batch {cache.keys.shape[0]}, the query has batch {query.shape[0]}")
         start = 0 if cache is None or static else cache.length
         if static:
             q, k, v = self._project_q(query), cache.keys, cache.values
@@ -271,8 +322,9 @@ class MultiHeadAttention(nn.Module):
             q = self.rotary(q, positions=torch.arange(start, start + q.shape[2], device=q.device))
             k = self.rotary(k, positions=torch.arange(start, start + k.shape[2], device=k.device))
         n_k = start + k.shape[2]  # with a cache that grows, the cached keys and the new ones
-        # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned).
-        causal = None if not is_causal else ("lower_right" if cache is not None else "upper_left")
+        # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned). With
+        # no query or no key there is nothing to mask.
+        causal = ("lower_right" if cache is not None else "upper_left") if is_causal and q.shape[2] and n_k else None
         # Every check before the cache is written: a refused call leaves it as it was.
         mask = masks.attention_mask(q.shape[0], self.num_heads, q.shape[2], n_k, key_mask=key_mask,
                                     attn_mask=attn_mask, causal=causal, device=q.device)
@@ -288,7 +340,7 @@ class MultiHeadAttention(nn.Module):
                                                  is_causal=only_causal, enable_gqa=k.shape[1] != q.shape[1])
             if mask is not None and not only_causal:
                 out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # no allowed key: zeros, never NaN
-        return AttentionOutput(self.out_proj(merge_heads(out)), weights)
+        return AttentionOutput(self.out_proj(_merge(out)), weights)
 
     def forward(
         self,
@@ -307,7 +359,7 @@ class MultiHeadAttention(nn.Module):
 
         Args:
             query: ``(batch, n_q, embed_dim)`` if ``batch_first`` else ``(n_q, batch, embed_dim)``, or
-                ``(n_q, embed_dim)`` unbatched.
+                ``(n_q, embed_dim)`` unbatched; in the parameters' dtype and on their device.
             key, value: ``(batch, n_k, kdim|vdim)`` in the same layout; None with a static ``cache``.
             key_mask: boolean ``(batch, n_k)`` (``(n_k,)`` unbatched), **True = a real key**; with a cache ``n_k``
                 counts the cached keys and the new ones.
@@ -317,57 +369,100 @@ class MultiHeadAttention(nn.Module):
             is_causal: add the causal mask: a query at position ``p`` sees keys at positions ``≤ p``. Without a cache
                 queries and keys both start at 0 (``"upper_left"``, as PyTorch's ``is_causal``); with one the new
                 queries follow the cached keys (``"lower_right"``), see :mod:`attention_course.masks`.
-            cache: a :class:`KVCache`: the new keys and values are appended to it and all of them attended to; or,
-                static, the keys and values to use (then without ``is_causal`` or a rotary hook: those keys have
-                no positions). A call that raises leaves the cache unchanged.
+            cache: a :class:`KVCache` made for this module and this batch: the new keys and values are appended to
+                it and all of them attended to; or, static, the keys and values to use (then without ``is_causal``
+                or a rotary hook: those keys have no positions). A call that raises leaves the cache unchanged.
 
         Returns:
             :class:`~attention_course.attention.AttentionOutput` ``(output, weights)``: output in the query's layout;
             weights ``(batch, n_q, n_k)`` averaged or ``(batch, num_heads, n_q, n_k)`` (no batch dimension when
             unbatched), or None.
+
+        At the edges: ``batch = 0`` or ``n_q = 0`` give empty results; ``n_k = 0`` and queries whose every key is
+        masked get zero weights and a zero attention output (the output is then ``out_proj``'s bias) on both
+        paths, where ``nn.MultiheadAttention`` gives zeros with ``need_weights=False`` but NaN with ``True``.
+        Validation reads shapes, dtypes and devices only (this is a hot path).
         """
-        batched = self._check_inputs(query, key, value, cache)
+        check_flag("need_weights", need_weights)
+        check_flag("average_attn_weights", average_attn_weights)
+        batched = self._check_call(query, key, value, cache, key_mask, attn_mask, is_causal, self.batch_first, (2, 3))
         if not batched:
             query, key, value = (None if t is None else t.unsqueeze(0) for t in (query, key, value))
-            key_mask = None if key_mask is None else key_mask.unsqueeze(0)
+            key_mask = key_mask.unsqueeze(0) if isinstance(key_mask, torch.Tensor) else key_mask
         elif not self.batch_first:
             query, key, value = (None if t is None else t.transpose(0, 1) for t in (query, key, value))
-        out, weights = self.attend(query, key, value, key_mask=key_mask, attn_mask=attn_mask, is_causal=is_causal,
-                                   need_weights=need_weights, cache=cache)
+        out, weights = self._attend(query, key, value, key_mask, attn_mask, is_causal, need_weights, cache)
         if weights is not None and average_attn_weights:
             weights = weights.mean(dim=1)
         if not batched:
             return AttentionOutput(out.squeeze(0), None if weights is None else weights.squeeze(0))
         return AttentionOutput(out if self.batch_first else out.transpose(0, 1), weights)
 
-    def _check_inputs(self, query, key, value, cache) -> bool:
-        """Validate kinds, shapes and dtypes; return whether the input is batched."""
-        static = cache is not None and cache.static
-        named = [("query", query, self.embed_dim)] + ([] if static else [("key", key, self.kdim),
-                                                                          ("value", value, self.vdim)])
-        dtype = self.out_proj.weight.dtype
-        layout = "(batch, n, features)" if self.batch_first else "(n, batch, features)"
-        for name, t, width in named:
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch tensor, got {type(t).__name__}")
-            if not t.is_floating_point():
-                raise TypeError(f"{name} must have a floating-point dtype, got {t.dtype}")
-            if t.dtype != dtype:
-                raise TypeError(f"{name} must have the parameters' dtype {dtype}, got {t.dtype}")
-            if t.ndim not in (2, 3) or t.ndim != query.ndim or t.shape[-1] != width:
-                raise ValueError(f"query, key and value must all be 3-D {layout} or all 2-D (n, features); {name} "
-                                 f"needs {width} features, got shape {tuple(t.shape)}")
-        if static and (key is not None or value is not None):
-            raise ValueError("with a static cache the keys and values come from the cache: pass key=value=None")
-        if not static:
-            seq, b = (1, 0) if self.batch_first and query.ndim == 3 else (0, 1)
+    # ------------------------------------------------------------------------------------------ checks
+    def _check_input(self, name: str, t: object, width: int, ndims: tuple[int, ...], layout: str,
+                     like: torch.Tensor) -> None:
+        """``t``: a tensor of ``width`` features with ``ndims`` dimensions, in ``like``'s dtype and on its device."""
+        check_tensor(name, t, ndim=ndims, layout=layout)
+        if t.shape[-1] != width:
+            raise ValueError(f"{name} must have {width} features (its last dimension) {layout}, got shape "
+                             f"{tuple(t.shape)}")
+        if t.dtype != like.dtype:
+            raise TypeError(f"{name} must have the parameters' dtype {like.dtype}, got {describe(t)}")
+        if t.device != like.device:
+            raise ValueError(f"{name} must be on the parameters' device {like.device}, got {describe(t)}")
+
+    def _check_call(self, query, key, value, cache, key_mask, attn_mask, is_causal, batch_first, ndims) -> bool:
+        """Validate kinds, shapes, dtypes and devices of a call (never the data: this is the hot path); the masks'
+        kinds and shapes are checked by :func:`attention_course.masks.attention_mask`. Return whether batched."""
+        check_flag("is_causal", is_causal)
+        w = self.out_proj.weight
+        static = cache is not None and check_instance("cache", cache, KVCache).static
+        layout = "(batch, n, features)" if batch_first else "(n, batch, features)"
+        self._check_input("query", query, self.embed_dim, ndims, layout, w)
+        if static:
+            # A static cache holds keys without positions (an encoder's output): causality and rotary positions
+            # between a decoder's queries and those keys mean nothing.
+            if key is not None or value is not None:
+                raise ValueError(f"key and value must be None with a static cache (its keys and values are used), "
+                                 f"got key {describe(key)} and value {describe(value)}")
+            if is_causal or self.rotary is not None:
+                hook = "a" if self.rotary else "no"
+                raise ValueError("a static cache's keys have no positions: is_causal must be False and the module "
+                                 f"must have no rotary hook, got is_causal={is_causal} and {hook} rotary hook")
+        else:
+            self._check_input("key", key, self.kdim, (query.ndim,), layout, w)
+            self._check_input("value", value, self.vdim, (query.ndim,), layout, w)
+            seq, b = (1, 0) if batch_first and query.ndim == 3 else (0, 1)
             if key.shape[seq] != value.shape[seq]:
                 raise ValueError(f"key and value must have the same length n_k, got key {tuple(key.shape)} and "
                                  f"value {tuple(value.shape)} in layout {layout}")
             if query.ndim == 3 and not query.shape[b] == key.shape[b] == value.shape[b]:
                 raise ValueError(f"query, key and value must share the batch size in layout {layout}, got "
                                  f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        for name, m in (("key_mask", key_mask), ("attn_mask", attn_mask)):
+            if isinstance(m, torch.Tensor) and m.device != w.device:
+                raise ValueError(f"{name} must be on the parameters' device {w.device}, got {describe(m)}")
+        if cache is not None:
+            batch, seq = (0, 1) if batch_first else (1, 0)
+            self._check_cache(cache, 1 if query.ndim == 2 else query.shape[batch], w)
+            n_new = 0 if static else key.shape[seq if key.ndim == 3 else 0]
+            if cache.length + n_new > cache.capacity:
+                raise ValueError(f"key must fit the cache: it holds {cache.capacity} positions and {cache.length} are "
+                                 f"used, so at most {cache.capacity - cache.length} more; got {n_new}")
         return query.ndim == 3
+
+    def _check_cache(self, cache: KVCache, batch: int, like: torch.Tensor) -> None:
+        """A cache made for this module (key/value heads, d_k, dtype, device) and this batch."""
+        keys = cache.keys
+        want = (batch, self.num_kv_heads, self.head_dim)
+        if (keys.shape[0], keys.shape[1], keys.shape[3]) != want:
+            raise ValueError(f"cache must hold (batch, num_kv_heads, capacity, d_k) = ({want[0]}, {want[1]}, capacity, "
+                             f"{want[2]}) for this module and this query, got keys of shape {tuple(keys.shape)} "
+                             "(a cache made for another batch or by another module?)")
+        if keys.dtype != like.dtype:
+            raise TypeError(f"cache must hold keys in the parameters' dtype {like.dtype}, got {describe(keys)}")
+        if keys.device != like.device:
+            raise ValueError(f"cache must be on the parameters' device {like.device}, got keys {describe(keys)}")
 
 
 def _attention_with_weights(

@@ -10,19 +10,41 @@ allowed key gives zeros, never NaN.
 :class:`Seq2SeqTransformer` adds what the paper adds around the core: token embeddings multiplied by
 :math:`\sqrt{d_\text{model}}`, sinusoidal positions, an output projection tied to the embeddings, and
 incremental decoding with the attention layers' key/value caches (:class:`DecoderCache`, :func:`greedy_decode`).
+The stacks :class:`TransformerEncoder`, :class:`TransformerDecoder` and :class:`DecoderCache` live in
+:mod:`attention_course.layers` and are importable from here too.
+
+At the edges: empty batches and sequences give empty results; a target position with no source position to attend
+to (``n_src = 0`` or every source position padding) gets a zero cross-attention output, never NaN.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from .layers import Activation, TransformerDecoderLayer, TransformerEncoderLayer, check_sequence
-from .multihead import KVCache
+from ._checks import (
+    check_device,
+    check_dtype,
+    check_flag,
+    check_instance,
+    check_int,
+    check_real,
+    check_tensor,
+    check_token_ids,
+    describe,
+)
+from .layers import (
+    Activation,
+    DecoderCache,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    check_sequence,
+)
 from .positional import SinusoidalPositionalEncoding
 
 __all__ = [
@@ -35,81 +57,6 @@ __all__ = [
     "greedy_decode",
     "param_count",
 ]
-
-
-class _Stack(nn.Module):
-    """``num_layers`` deep copies of one layer (identical until re-initialised) in ``self.layers``, and an optional
-    final ``norm``, as PyTorch's stacks."""
-
-    _layer_type: type = nn.Module
-
-    def __init__(self, layer: nn.Module, num_layers: int, norm: nn.Module | None = None) -> None:
-        super().__init__()
-        if not isinstance(layer, self._layer_type):
-            raise TypeError(f"the layer must be a {self._layer_type.__name__}, got {type(layer).__name__}")
-        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
-            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
-        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
-        self.num_layers, self.norm = num_layers, norm
-
-
-@dataclass
-class DecoderCache:
-    """The state of incremental decoding (chapter 5; timed in chapter 6): each decoder layer's
-    ``(self-attention cache, cross-attention cache)`` — the keys and values of every target position decoded so
-    far, and the encoder memory's keys and values, projected once — and the memory's key mask."""
-
-    layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
-    memory_key_mask: torch.Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        """How many target positions are cached."""
-        return self.layers[0][0].length if self.layers else 0
-
-    @property
-    def capacity(self) -> int:
-        """The most target positions the cache can hold."""
-        return self.layers[0][0].capacity if self.layers else 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of keys and values in use: the cached target positions and the projected memory of every layer."""
-        return sum(self_cache.nbytes + cross.nbytes for self_cache, cross in self.layers)
-
-
-class TransformerEncoder(_Stack):
-    """A stack of ``num_layers`` copies of ``encoder_layer`` and an optional final ``norm`` (chapter 5).
-
-    As :class:`torch.nn.TransformerEncoder`: the layers are deep copies of the one given (identical until
-    re-initialised), in ``self.layers``.
-    """
-
-    _layer_type = TransformerEncoderLayer
-
-    def forward(self, src: torch.Tensor, *, mask: torch.Tensor | None = None, **options) -> torch.Tensor:
-        """Run every layer, then ``norm``. ``mask`` is each layer's ``src_mask``; ``options`` (``src_key_mask``,
-        ``is_causal``, ``attn_weights``) go to every layer as in :meth:`TransformerEncoderLayer.forward`."""
-        x = src
-        for layer in self.layers:
-            x = layer(x, src_mask=mask, **options)
-        return x if self.norm is None else self.norm(x)
-
-
-class TransformerDecoder(_Stack):
-    """A stack of ``num_layers`` copies of ``decoder_layer`` and an optional final ``norm`` (chapter 5)."""
-
-    _layer_type = TransformerDecoderLayer
-
-    def forward(
-        self, tgt: torch.Tensor, memory: torch.Tensor | None, *, cache: DecoderCache | None = None, **options
-    ) -> torch.Tensor:
-        """Run every layer, then ``norm``. ``options`` (masks, ``tgt_is_causal``, weight lists) go to every layer as
-        in :meth:`TransformerDecoderLayer.forward`; ``cache`` holds every layer's caches (decoding)."""
-        x = tgt
-        for i, layer in enumerate(self.layers):
-            x = layer(x, memory, cache=None if cache is None else cache.layers[i], **options)
-        return x if self.norm is None else self.norm(x)
 
 
 @dataclass
@@ -125,6 +72,10 @@ class AttentionMaps:
     encoder: list[torch.Tensor] = field(default_factory=list)
     decoder_self: list[torch.Tensor] = field(default_factory=list)
     cross: list[torch.Tensor] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in ("encoder", "decoder_self", "cross"):
+            check_instance(name, getattr(self, name), list)
 
 
 class Transformer(nn.Module):
@@ -154,6 +105,8 @@ class Transformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        check_int("num_encoder_layers", num_encoder_layers)
+        check_int("num_decoder_layers", num_decoder_layers)
         factory = {"device": device, "dtype": dtype}
         common = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
                   bias)
@@ -198,9 +151,17 @@ class Transformer(nn.Module):
 
         Raises:
             TypeError, ValueError: inputs or masks of the wrong kind or shape (the messages name both).
+
+        At the edges: ``batch = 0``, ``n_src = 0`` or ``n_tgt = 0`` give what ``nn.Transformer`` gives (empty
+        results; with no source position, zero cross-attention outputs); a fully masked row gives zeros, not NaN.
         """
-        check_sequence("src", src, self.d_model, self.batch_first)
-        check_sequence("tgt", tgt, self.d_model, self.batch_first)
+        like = self.encoder.layers[0].linear1.weight
+        check_sequence("src", src, self.d_model, self.batch_first, like)
+        check_sequence("tgt", tgt, self.d_model, self.batch_first, like)
+        check_flag("src_is_causal", src_is_causal)
+        check_flag("tgt_is_causal", tgt_is_causal)
+        if attn_maps is not None:
+            check_instance("attn_maps", attn_maps, AttentionMaps)
         b_dim = 0 if self.batch_first else 1
         if src.ndim != tgt.ndim or (src.ndim == 3 and src.shape[b_dim] != tgt.shape[b_dim]):
             raise ValueError(f"src and tgt must have the same batch size, got src {tuple(src.shape)} and tgt "
@@ -216,7 +177,8 @@ class Transformer(nn.Module):
 
 # ------------------------------------------------------------------------------------------ the whole model
 def param_count(model: nn.Module) -> int:
-    """Number of distinct parameters (a tied matrix counts once)."""
+    """Number of distinct parameters (a tied matrix counts once); 0 for a module without parameters."""
+    check_instance("model", model, nn.Module)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -261,9 +223,18 @@ class Seq2SeqTransformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        tgt_vocab = src_vocab if tgt_vocab is None else tgt_vocab
-        if share_embeddings and tgt_vocab != src_vocab:
-            raise ValueError(f"share_embeddings needs src_vocab == tgt_vocab, got {src_vocab} and {tgt_vocab}")
+        src_vocab = check_int("src_vocab", src_vocab)
+        tgt_vocab = src_vocab if tgt_vocab is None else check_int("tgt_vocab", tgt_vocab)
+        if check_flag("share_embeddings", share_embeddings) and tgt_vocab != src_vocab:
+            raise ValueError(f"share_embeddings=True needs tgt_vocab == src_vocab: tgt_vocab must equal {src_vocab}, "
+                             f"got {tgt_vocab}")
+        d_model, max_len = check_int("d_model", d_model), check_int("max_len", max_len)
+        check_real("dropout", dropout, low=0.0, high=1.0)
+        check_flag("tie_output", tie_output)
+        if pad_id is not None:  # a source token and, after EOS, a target token
+            pad_id = check_int("pad_id", pad_id, low=0, high=min(src_vocab, tgt_vocab) - 1)
+        device = None if device is None else check_device("device", device)
+        dtype = None if dtype is None else check_dtype("dtype", dtype)
         factory = {"device": device, "dtype": dtype}
         self.d_model, self.pad_id, self.src_vocab, self.tgt_vocab = d_model, pad_id, src_vocab, tgt_vocab
         self.scale = math.sqrt(d_model)
@@ -279,33 +250,45 @@ class Seq2SeqTransformer(nn.Module):
             self.generator.weight = self.tgt_embed.weight
 
     # ------------------------------------------------------------------------------------------- pieces
-    def _check_tokens(self, name: str, ids: torch.Tensor, vocab: int) -> None:
-        if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.dtype == torch.bool:
-            got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise TypeError(f"{name} must be an integer tensor of token ids (batch, n), got {got}")
-        if ids.ndim != 2:
-            raise ValueError(f"{name} must have shape (batch, n), got {tuple(ids.shape)}")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-            raise ValueError(f"{name} ids must lie in [0, {vocab}), got range [{int(ids.min())}, {int(ids.max())}]")
+    def _check_tokens(self, name: str, ids: object, vocab: int, offset: int = 0) -> None:
+        """Token ids ``(batch, n)`` in ``[0, vocab)`` on the model's device, at positions below ``max_len``."""
+        check_tensor(name, ids, kind="integer", ndim=2, layout="of token ids (batch, n)")
+        device = self.src_embed.weight.device
+        if ids.device != device:  # before reading the ids
+            raise ValueError(f"{name} must be on the model's device {device}, got {describe(ids)}")
+        if offset + ids.shape[1] > self.positions.max_len:
+            raise ValueError(f"{name} must have at most {self.positions.max_len - offset} positions (max_len="
+                             f"{self.positions.max_len}, from position {offset}), got shape {tuple(ids.shape)}")
+        if device.type != "meta":  # a meta tensor has no ids to read
+            check_token_ids(name, ids, vocab)
 
     def src_key_mask_for(self, src: torch.Tensor) -> torch.Tensor | None:
         """``src != pad_id`` (True = real token), or None when the model has no ``pad_id``."""
+        check_tensor("src", src, kind="integer", ndim=2, layout="of token ids (batch, n_src)")
         return None if self.pad_id is None else src != self.pad_id
 
     def embed_src(self, src: torch.Tensor) -> torch.Tensor:
-        """``(batch, n) ids -> (batch, n, d_model)``: ``Emb(src)·√d_model + PE`` (then dropout)."""
-        return self.positions(self.src_embed(src) * self.scale)
+        """``(batch, n) ids -> (batch, n, d_model)``: ``Emb(src)·√d_model + PE`` (then dropout). At the edges:
+        ``batch = 0`` or ``n = 0`` give an empty tensor."""
+        self._check_tokens("src", src, self.src_vocab)
+        return self._embed(self.src_embed, src)
 
     def embed_tgt(self, tgt: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """As :meth:`embed_src` for target ids at positions ``offset, offset + 1, …``."""
-        return self.positions(self.tgt_embed(tgt) * self.scale, offset)
+        """As :meth:`embed_src` for target ids at positions ``offset, offset + 1, …`` (``offset + n ≤ max_len``)."""
+        offset = check_int("offset", offset, low=0)
+        self._check_tokens("tgt", tgt, self.tgt_vocab, offset)
+        return self._embed(self.tgt_embed, tgt, offset)
+
+    def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return self.positions(embedding(ids) * self.scale, offset)
 
     def encode(self, src: torch.Tensor, src_key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output (the *memory*) ``(batch, n_src, d_model)`` for source ids ``(batch, n_src)``.
-        ``src_key_mask`` (True = real token) defaults to ``src != pad_id``."""
+        ``src_key_mask`` (boolean, True = real token) defaults to ``src != pad_id``. At the edges: ``batch = 0``
+        or ``n_src = 0`` give an empty memory; a fully padded row is encoded without NaN."""
         self._check_tokens("src", src, self.src_vocab)
         mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
-        return self.transformer.encoder(self.embed_src(src), src_key_mask=mask)
+        return self.transformer.encoder(self._embed(self.src_embed, src), src_key_mask=mask)
 
     def decode(
         self,
@@ -317,9 +300,10 @@ class Seq2SeqTransformer(nn.Module):
         """Logits ``(batch, n_tgt, tgt_vocab)`` for every target prefix, recomputed in full (causal mask).
 
         Position ``t`` of the output predicts token ``t + 1`` from tokens ``0..t`` of ``tgt`` (ids,
-        ``(batch, n_tgt)``) and from ``memory`` (from :meth:`encode`)."""
+        ``(batch, n_tgt)``) and from ``memory`` (from :meth:`encode`). At the edges: ``n_tgt = 0`` gives
+        ``(batch, 0, tgt_vocab)``; with ``n_src = 0`` the cross-attention contributes zeros."""
         self._check_tokens("tgt", tgt, self.tgt_vocab)
-        out = self.transformer.decoder(self.embed_tgt(tgt), memory, tgt_key_mask=tgt_key_mask,
+        out = self.transformer.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_key_mask=tgt_key_mask,
                                        memory_key_mask=memory_key_mask, tgt_is_causal=True)
         return self.generator(out)
 
@@ -332,15 +316,16 @@ class Seq2SeqTransformer(nn.Module):
     ) -> torch.Tensor:
         """Teacher-forced logits ``(batch, n_tgt, tgt_vocab)`` for source ids ``(batch, n_src)`` and target ids
         ``(batch, n_tgt)`` (usually ``BOS y_1 … y_{m}``; position ``t`` predicts ``y_{t+1}``).
-        ``src_key_mask`` defaults to ``src != pad_id`` and also masks the cross-attention."""
+        ``src_key_mask`` defaults to ``src != pad_id`` and also masks the cross-attention. At the edges: as
+        :meth:`encode` and :meth:`decode`."""
         self._check_tokens("src", src, self.src_vocab)
         self._check_tokens("tgt", tgt, self.tgt_vocab)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src and tgt must have the same batch size, got src {tuple(src.shape)} and tgt "
                              f"{tuple(tgt.shape)}")
         mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
-        memory = self.transformer.encoder(self.embed_src(src), src_key_mask=mask)
-        out = self.transformer.decoder(self.embed_tgt(tgt), memory, tgt_key_mask=tgt_key_mask,
+        memory = self.transformer.encoder(self._embed(self.src_embed, src), src_key_mask=mask)
+        out = self.transformer.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_key_mask=tgt_key_mask,
                                        memory_key_mask=mask, tgt_is_causal=True)
         return self.generator(out)
 
@@ -357,9 +342,11 @@ class Seq2SeqTransformer(nn.Module):
         self.eval()
         mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
         maps = AttentionMaps()
-        self.transformer(self.embed_src(src), self.embed_tgt(tgt), src_key_mask=mask, memory_key_mask=mask,
-                         tgt_is_causal=True, attn_maps=maps)
-        self.train(was_training)
+        try:
+            self.transformer(self._embed(self.src_embed, src), self._embed(self.tgt_embed, tgt), src_key_mask=mask,
+                             memory_key_mask=mask, tgt_is_causal=True, attn_maps=maps)
+        finally:
+            self.train(was_training)
         return maps
 
     # ----------------------------------------------------------------------------- incremental decoding
@@ -368,29 +355,53 @@ class Seq2SeqTransformer(nn.Module):
     ) -> DecoderCache:
         """An empty :class:`DecoderCache` for decoding against ``memory`` ``(batch, n_src, d_model)``: every decoder
         layer's cross-attention keys and values are projected here, once (chapter 6 counts the saving).
-        ``capacity`` (default ``max_len``) is the most target positions it will hold."""
-        if not isinstance(memory, torch.Tensor) or memory.ndim != 3 or memory.shape[-1] != self.d_model:
-            got = tuple(memory.shape) if isinstance(memory, torch.Tensor) else type(memory).__name__
-            raise ValueError(f"memory must have shape (batch, n_src, d_model={self.d_model}), got {got}")
+        ``memory_key_mask``: boolean ``(batch, n_src)``, True = a real token. ``capacity`` (default and at most
+        ``max_len``) is the most target positions it will hold. At the edges: ``n_src = 0`` is accepted (decoding
+        then gets zero cross-attention outputs)."""
+        check_tensor("memory", memory, ndim=3, layout="(batch, n_src, d_model)")
+        check_sequence("memory", memory, self.d_model, True, self.src_embed.weight)
+        if memory_key_mask is not None:
+            check_tensor("memory_key_mask", memory_key_mask, kind="bool", layout="(batch, n_src) (True = a real token)")
+            if memory_key_mask.shape != memory.shape[:2] or memory_key_mask.device != memory.device:
+                raise ValueError(f"memory_key_mask must have memory's (batch, n_src) = {tuple(memory.shape[:2])} and "
+                                 f"device {memory.device}, got {describe(memory_key_mask)}")
         capacity = self.positions.max_len if capacity is None else capacity
+        capacity = check_int("capacity", capacity, high=self.positions.max_len)
         layers = [(layer.self_attn.new_cache(memory.shape[0], capacity), layer.multihead_attn.static_cache(memory))
                   for layer in self.transformer.decoder.layers]
-        return DecoderCache(layers, memory_key_mask)
+        return DecoderCache(layers, memory_key_mask, owner=id(self))
 
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
         """Logits ``(batch, n_new, tgt_vocab)`` for ``tokens`` ``(batch, n_new)`` (usually ``n_new = 1``) at positions
         ``cache.length, …``; their keys and values are appended to ``cache``. Equal to the matching positions of
         :meth:`decode` on the whole prefix (tested), at a cost per new token that grows only linearly with the
-        prefix length. Eval mode (no dropout) assumed.
+        prefix length. Eval mode (no dropout) assumed. At the edges: ``n_new = 0`` gives ``(batch, 0, tgt_vocab)``
+        and leaves the cache as it was.
 
         Raises:
-            ValueError: the cache is full.
+            TypeError, ValueError: ``tokens`` as :meth:`decode`'s ``tgt``; a full cache, or one made by another model
+            or for another batch (a refused call leaves the cache as it was).
         """
-        self._check_tokens("tokens", tokens, self.tgt_vocab)
+        check_instance("cache", cache, DecoderCache)
+        if cache.owner is not None and cache.owner != id(self):
+            raise ValueError("cache must come from this model's new_cache, got a DecoderCache made by another model")
+        check_tensor("tokens", tokens, kind="integer", ndim=2, layout="of token ids (batch, n_new)")
+        n_layers = len(self.transformer.decoder.layers)
+        if len(cache.layers) != n_layers:
+            raise ValueError(f"cache must hold one (self, cross) pair per decoder layer ({n_layers}), got "
+                             f"{len(cache.layers)} (a cache made by another model?)")
+        batch, n_src = cache.layers[0][0].keys.shape[0], cache.layers[0][1].keys.shape[2]
+        if tokens.shape[0] != batch:
+            raise ValueError(f"tokens must have the cache's batch size {batch}, got shape {tuple(tokens.shape)}")
+        mask = cache.memory_key_mask
+        if isinstance(mask, torch.Tensor) and mask.shape != (batch, n_src):  # its kind: checked by the layers
+            raise ValueError(f"cache.memory_key_mask must have shape (batch, n_src) = {(batch, n_src)}, got "
+                             f"{describe(mask)}")
         if cache.length + tokens.shape[1] > cache.capacity:
-            raise ValueError(f"the cache holds {cache.capacity} positions; {cache.length} used, "
-                             f"{tokens.shape[1]} more requested")
-        x = self.embed_tgt(tokens, offset=cache.length)
+            raise ValueError(f"tokens must fit the cache: it holds {cache.capacity} positions and {cache.length} are "
+                             f"used, so at most {cache.capacity - cache.length} more; got {tokens.shape[1]}")
+        self._check_tokens("tokens", tokens, self.tgt_vocab, cache.length)
+        x = self._embed(self.tgt_embed, tokens, offset=cache.length)
         out = self.transformer.decoder(x, None, memory_key_mask=cache.memory_key_mask, tgt_is_causal=True,
                                        cache=cache)
         return self.generator(out)
@@ -431,37 +442,49 @@ def greedy_decode(
     Returns:
         ``tokens`` ``(batch, 1 + steps)`` starting with ``BOS``; with ``return_logits``, also
         ``logits`` ``(batch, steps, tgt_vocab)`` (step ``t``'s logits are those that chose ``tokens[:, t + 1]``).
+
+    At the edges: ``batch = 0`` gives ``(0, 2)`` tokens when ``eos_id`` is given (an empty batch is done after one
+    step), ``(0, 1 + max_len)`` otherwise; ``n_src = 0`` decodes from zero cross-attention outputs.
     """
-    if not isinstance(model, Seq2SeqTransformer):
-        raise TypeError(f"greedy_decode expects a Seq2SeqTransformer, got {type(model).__name__}")
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
+    check_instance("model", model, Seq2SeqTransformer)
+    max_len = check_int("max_len", max_len)
+    if max_len > model.positions.max_len:
+        raise ValueError(f"max_len must be at most the model's max_len={model.positions.max_len} (the positions it "
+                         f"encodes), got {max_len}")
+    ids = {"bos_id": bos_id, "eos_id": eos_id, "pad_id": pad_id}
+    bos_id, eos_id, pad_id = (None if v is None else check_int(k, v, low=0, high=model.tgt_vocab - 1)
+                              for k, v in ids.items())
+    if bos_id is None:
+        raise TypeError("bos_id must be an integer, got None")
+    use_cache, return_logits = check_flag("use_cache", use_cache), check_flag("return_logits", return_logits)
+    mask = model.src_key_mask_for(src) if src_key_mask is None else src_key_mask
     was_training = model.training
     model.eval()
-    mask = model.src_key_mask_for(src) if src_key_mask is None else src_key_mask
-    memory = model.encode(src, mask)
-    batch = src.shape[0]
-    fill = pad_id if pad_id is not None else (model.pad_id if model.pad_id is not None else eos_id)
-    tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    cache = model.new_cache(memory, mask, capacity=max_len + 1) if use_cache else None
-    all_logits = []
-    for _ in range(max_len):
-        if cache is not None:
-            logits = model.decode_step(tokens[:, -1:], cache)[:, -1]
-        else:
-            logits = model.decode(tokens, memory, memory_key_mask=mask)[:, -1]
-        nxt = logits.argmax(dim=-1)
-        if eos_id is not None and fill is not None:
-            nxt = torch.where(done, torch.full_like(nxt, fill), nxt)
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-        if return_logits:
-            all_logits.append(logits)
-        if eos_id is not None:
-            done |= nxt == eos_id
-            if bool(done.all()):
-                break
-    model.train(was_training)
+    try:
+        memory = model.encode(src, mask)
+        batch = src.shape[0]
+        fill = pad_id if pad_id is not None else (model.pad_id if model.pad_id is not None else eos_id)
+        tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        cache = model.new_cache(memory, mask, capacity=max_len) if use_cache else None
+        all_logits = []
+        for _ in range(max_len):
+            if cache is not None:
+                logits = model.decode_step(tokens[:, -1:], cache)[:, -1]
+            else:
+                logits = model.decode(tokens, memory, memory_key_mask=mask)[:, -1]
+            nxt = logits.argmax(dim=-1)
+            if eos_id is not None and fill is not None:
+                nxt = torch.where(done, torch.full_like(nxt, fill), nxt)
+            tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+            if return_logits:
+                all_logits.append(logits)
+            if eos_id is not None:
+                done |= nxt == eos_id
+                if bool(done.all()):
+                    break
+    finally:
+        model.train(was_training)
     if return_logits:
         return tokens, torch.stack(all_logits, dim=1)
     return tokens
