@@ -25,7 +25,7 @@ def test_qk_and_ov_circuits_of_matrices_numpy_and_torch():
         qk_circuit(w_q, _randn(6, 3))
     with pytest.raises(ValueError, match="share d_v"):
         ov_circuit(w_v, _randn(4, 6))
-    with pytest.raises(TypeError, match="mix of numpy"):
+    with pytest.raises(TypeError, match="all numpy arrays or all torch tensors"):
         qk_circuit(w_q.numpy(), w_k)
     with pytest.raises(ValueError, match="stack of matrices"):
         qk_circuit(_randn(6), w_k)

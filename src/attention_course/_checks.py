@@ -96,7 +96,8 @@ def check_instance(name: str, value: object, cls: type | tuple[type, ...]) -> An
     """``value`` must be an instance of ``cls`` (``TypeError`` naming the class wanted)."""
     if not isinstance(value, cls):
         wanted = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
-        raise TypeError(f"{name} must be a {wanted}, got {describe(value)}")
+        article = "an" if wanted[0].lower() in "aeiou" else "a"
+        raise TypeError(f"{name} must be {article} {wanted}, got {describe(value)}")
     return value
 
 

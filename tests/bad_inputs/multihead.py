@@ -116,7 +116,7 @@ CASES = [
          id="multihead.MHA.forward-dtype"),
     case(MHA, lambda: _mha()(*[_x(device="meta")] * 3), ValueError, arg="query", says="meta",
          id="multihead.MHA.forward-device"),
-    case(MHA, lambda: _mha()(_x(1, 2, 3, 8), _x(), _x()), ValueError, arg="query", says="2 or 3",
+    case(MHA, lambda: _mha()(_x(1, 2, 3, 8), _x(), _x()), ValueError, arg="query", says="2-D or 3-D",
          id="multihead.MHA.forward-ndim"),
     case(MHA, lambda: _mha()(_x(), _x(2, 3, 7), _x()), ValueError, arg="key", says="8 features",
          id="multihead.MHA.forward-width"),
@@ -149,7 +149,7 @@ CASES = [
          id="multihead.MHA.forward-static-key"),
     case(MHA, lambda: _static_cache_call(is_causal=True), ValueError, arg="is_causal", says="static",
          id="multihead.MHA.forward-static-causal"),
-    case(MHA, lambda: _mha().attend(_x(3, 8), _x(3, 8), _x(3, 8)), ValueError, arg="query", says="3 dimensions",
+    case(MHA, lambda: _mha().attend(_x(3, 8), _x(3, 8), _x(3, 8)), ValueError, arg="query", says="3-D",
          id="multihead.MHA.attend-unbatched"),
     # the caches a module makes
     case(MHA, lambda: _mha().new_cache(2, 0), ValueError, arg="capacity", id="multihead.MHA.new_cache-capacity"),

@@ -122,7 +122,7 @@ CASES = [
     case(S2S, lambda: _model().src_key_mask_for(IDS.float()), TypeError, arg="src",
          id="seq2seq.S2S.src_key_mask_for-float"),
     # the decoding cache
-    case(S2S, lambda: _model().new_cache(_seq(3, 8)), ValueError, arg="memory", says="3 dimensions",
+    case(S2S, lambda: _model().new_cache(_seq(3, 8)), ValueError, arg="memory", says="3-D",
          id="seq2seq.S2S.new_cache-2d-memory"),
     case(S2S, lambda: _model().new_cache(_seq(2, 4, 8, dtype=torch.float64)), TypeError, arg="memory",
          says="float32", id="seq2seq.S2S.new_cache-dtype"),
@@ -140,7 +140,7 @@ CASES = [
     case(S2S, lambda: _step(cache=lambda m, mem: DecoderCache([])), ValueError, arg="cache",
          says="per decoder layer", id="seq2seq.S2S.decode_step-layers"),
     case(S2S, lambda: _step(cache=lambda m, mem: _cache_with_mask(m, mem, IDS[:1] != 0)), ValueError,
-         arg="memory_key_mask", says="(2, 4)", id="seq2seq.S2S.decode_step-cache-mask-shape"),
+         arg="cache.memory_key_mask", says="(2, 4)", id="seq2seq.S2S.decode_step-cache-mask-shape"),
     case(S2S, lambda: _step(cache=lambda m, mem: _cache_with_mask(m, mem, (IDS != 0).float())), TypeError,
          arg="memory_key_mask", says="boolean", id="seq2seq.S2S.decode_step-cache-float-mask"),
     case(S2S, lambda: _step(tokens=torch.ones(3, 1, dtype=torch.long)), ValueError, arg="tokens",

@@ -52,7 +52,7 @@ def test_attention_alt_mask_and_errors():
     assert (weights[:, 2:4] == 0).all()
     with pytest.raises(ValueError, match=r"\(d_out, d_v\)"):
         attention_alt(q, k, v, torch.eye(3, dtype=torch.float64))  # d_v = 2, w has 3 columns
-    with pytest.raises(TypeError, match="mix of numpy"):
+    with pytest.raises(TypeError, match="all numpy arrays or all torch tensors"):
         attention_alt(q, k, v, np.eye(2))
     with pytest.raises(ValueError, match="share d_v"):
         absorb_alt_weight(np.ones((8, 5)), np.ones((3, 4)), d_k=4)
