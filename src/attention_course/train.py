@@ -111,13 +111,13 @@ def fit(
     Raises:
         TypeError: ``model`` not a module, ``sample`` or a ``track`` value not callable, a sampled batch that
             is not ``(inputs, targets)``.
-        ValueError: ``steps < 1``, ``lr ≤ 0``, ``weight_decay < 0``, ``clip ≤ 0``; logits and targets whose
+        ValueError: ``steps < 1``, ``lr < 0``, ``weight_decay < 0``, ``clip ≤ 0``; logits and targets whose
             shapes disagree.
     """
     _check_model("model", model)
     check_callable("sample", sample, "a function step -> (inputs, targets)")
     check_int("steps", steps)
-    check_real("lr", lr, low=0.0, open_low=True)
+    check_real("lr", lr, low=0.0)
     check_real("weight_decay", weight_decay, low=0.0)
     track = _check_track(track)
     check_flag("progress", progress)
@@ -265,7 +265,7 @@ def run_seeds(
     for i, seed in enumerate(seeds):
         check_int(f"seeds[{i}]", seed, low=0)
     check_int("steps", steps)
-    check_real("lr", lr, low=0.0, open_low=True)
+    check_real("lr", lr, low=0.0)
     if threads is not None:
         check_int("threads", threads)
     if len(seeds) == 0:
