@@ -312,7 +312,7 @@ def test_forward_errors_name_the_shapes():
         mha(x, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
     with pytest.raises(ValueError, match=r"query must be a 2-D or 3-D tensor"):
         mha(torch.randn(1, 2, 5, 8), x, x)
-    with pytest.raises(ValueError, match=r"key must have 3 dimensions"):
+    with pytest.raises(ValueError, match=r"key must be a 3-D tensor"):
         mha(x, x[0], x)
     with pytest.raises(TypeError, match="floating-point"):
         mha(x.long(), x, x)
