@@ -293,3 +293,17 @@ def test_entropy_of_empty_and_fully_masked_rows_is_zero():
 def test_hard_lookup_with_no_keys_is_a_key_error_as_a_dict():
     with pytest.raises(KeyError):
         hard_lookup("a", [], [])
+
+
+def test_zero_dimensional_numpy_input_keeps_its_shape():
+    assert softmax(np.array(3.0)).shape == () == softmax(torch.tensor(3.0)).shape
+
+
+def test_per_query_sum_has_the_gradients_of_the_matrix_form():
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True)
+               for s in [(3, 4), (5, 4), (5, 2)])
+    loops = torch.autograd.grad(attention_per_query(q, k, v).sum(), (q, k, v))
+    matrix = torch.autograd.grad(scaled_dot_product_attention(q, k, v).output.sum(), (q, k, v))
+    for a, b in zip(loops, matrix, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)

@@ -67,3 +67,18 @@ def test_from_torch_refuses_a_transformer_with_custom_stacks():
     custom = nn.Transformer(16, 4, 1, 1, 24, custom_encoder=nn.Identity(), custom_decoder=nn.Identity())
     with pytest.raises(TypeError, match="got Identity and Identity"):
         from_torch(custom)
+
+
+def test_from_torch_keeps_the_modules_mode():
+    """An evaluation-mode module converts to an evaluation-mode module (else its dropout would be on)."""
+    import torch
+    from torch import nn
+
+    from attention_course.interop import from_torch
+
+    source = nn.MultiheadAttention(8, 2, batch_first=True, dropout=0.5)
+    assert from_torch(source).training
+    assert not from_torch(source.eval()).training
+    x = torch.randn(2, 3, 8)
+    ours = from_torch(source)
+    torch.testing.assert_close(ours(x, x, x)[0], source(x, x, x)[0])

@@ -188,3 +188,13 @@ def test_count_copies_counts_copy_and_clone_calls_and_prints_nothing(capfd):
 def test_attention_flops_at_the_edges():
     assert attention_flops(0, 4, 4, 8) == attention_flops(2, 0, 4, 8) == attention_flops(2, 4, 0, 8, causal=True) == 0
     assert attention_flops(2, 4, 4, 0, 0) == 0
+
+
+def test_device_peak_tflops_matches_whole_names_only():
+    from attention_course.measure import device_peak_tflops
+
+    assert device_peak_tflops("NVIDIA A100-SXM4-80GB") == 312.0
+    assert device_peak_tflops("NVIDIA L4") == 121.0
+    assert device_peak_tflops("NVIDIA L40") is None  # not the L4's figure
+    assert device_peak_tflops("NVIDIA RTX A1000") is None  # not the A100's
+    assert device_peak_tflops("NVIDIA H100 PCIe") == 756.0

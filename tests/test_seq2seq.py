@@ -298,3 +298,19 @@ def test_a_model_on_the_meta_device_gives_shapes_and_refuses_cpu_ids():
     assert model(src, src).shape == (2, 3, 11)
     with pytest.raises(ValueError, match="src must be on the model's device meta"):
         model.encode(torch.ones(2, 3, dtype=torch.long))
+
+
+def test_any_integer_dtype_of_token_ids_gives_the_same_logits():
+    """int16/uint8/int32 ids are accepted (nn.Embedding alone takes only int32/int64)."""
+    import torch
+
+    from attention_course.seq2seq import Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(10, 12, d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                               dim_feedforward=16, dropout=0.0, max_len=6, pad_id=0,
+                               share_embeddings=False).eval()
+    src, tgt = torch.randint(1, 10, (2, 4)), torch.randint(1, 12, (2, 3))
+    expected = model(src, tgt)
+    for dtype in (torch.int16, torch.uint8, torch.int32):
+        torch.testing.assert_close(model(src.to(dtype), tgt.to(dtype)), expected)

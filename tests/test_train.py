@@ -241,3 +241,12 @@ def test_evaluate_with_nothing_to_score_is_nan_as_pytorch():
     assert math.isnan(result.accuracy) and math.isnan(result.loss)
     empty = evaluate(model, (x[:0],), torch.zeros(0, dtype=torch.long))
     assert math.isnan(empty.accuracy) and math.isnan(empty.loss)
+
+
+def test_evaluate_accepts_any_integer_targets_and_restores_the_mode():
+    model = nn.Linear(4, 3).train()
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 1, 0, 2])
+    expected = evaluate(model, (x,), y)
+    assert model.training  # the caller's mode is restored
+    assert evaluate(model, (x,), y.to(torch.int32)) == expected
+    assert evaluate(model, (x,), y.to(torch.uint8)) == expected

@@ -102,15 +102,24 @@ def check_instance(name: str, value: object, cls: type | tuple[type, ...]) -> An
 
 
 def check_device(name: str, value: object) -> torch.device:
-    """A ``torch.device`` or a string torch understands (``"cpu"``, ``"cuda:0"``, ``"mps"``)."""
+    """A ``torch.device`` or a string torch understands (``"cpu"``, ``"cuda:0"``, ``"mps"``, ``"meta"``) that this
+    machine has (``ValueError`` for CUDA without a GPU, rather than torch's ``AssertionError`` at first use)."""
     if isinstance(value, torch.device):
-        return value
-    if not isinstance(value, str):
+        device = value
+    elif not isinstance(value, str):
         raise TypeError(f"{name} must be a torch.device or a string such as 'cpu', got {describe(value)}")
-    try:
-        return torch.device(value)
-    except RuntimeError:
-        raise ValueError(f"{name} must name a device such as 'cpu', 'cuda' or 'cuda:0', got {value!r}") from None
+    else:
+        try:
+            device = torch.device(value)
+        except RuntimeError:
+            raise ValueError(f"{name} must name a device such as 'cpu', 'cuda' or 'cuda:0', got {value!r}") from None
+    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
+        raise ValueError(f"{name} must be a device this machine has, got {device} "
+                         f"({torch.cuda.device_count()} CUDA devices here)")
+    mps = getattr(torch.backends, "mps", None)
+    if device.type == "mps" and not (mps is not None and mps.is_available()):
+        raise ValueError(f"{name} must be a device this machine has, got mps (not available here)")
+    return device
 
 
 def check_dtype(name: str, value: object, *, floating: bool = True) -> torch.dtype:
@@ -181,12 +190,19 @@ def check_token_ids(name: str, ids: object, vocab: int, *, ndim: int | Sequence[
     return t
 
 
+def as_index(ids: torch.Tensor) -> torch.Tensor:
+    """Integer ids in a dtype that indexing and ``nn.Embedding`` take (int32/int64; others become int64)."""
+    return ids if ids.dtype in (torch.int32, torch.int64) else ids.long()
+
+
 def as_tensor(name: str, x: Any, *, floating: bool = True) -> torch.Tensor:
     """Return ``x`` as a torch tensor (sharing memory with a numpy array), checking its kind and dtype."""
     if isinstance(x, torch.Tensor):
         t = x
     elif isinstance(x, np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(x))
+        if x.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold numbers (a bool, integer or floating dtype), got {describe(x)}")
+        t = torch.from_numpy(x if x.flags.c_contiguous else np.ascontiguousarray(x))  # keeps 0-d arrays 0-d
     else:
         hint = " (convert a list with np.asarray or torch.as_tensor)" if isinstance(x, (list, tuple)) else ""
         raise TypeError(f"{name} must be a numpy array or a torch tensor{hint}, got {describe(x)}")

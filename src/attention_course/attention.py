@@ -13,7 +13,6 @@ Every function accepts numpy arrays or torch tensors and returns the kind it was
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
@@ -170,15 +169,17 @@ def attention_per_query(
     for name, t, layout in (("q", x.q, "(n_q, d_k)"), ("k", x.k, "(n_k, d_k)"), ("v", x.v, "(n_k, d_v)")):
         if t.ndim != 2:
             raise ValueError(f"{name} must have shape {layout} (2 dimensions), got shape {tuple(t.shape)}")
-    out = torch.zeros(x.scores_shape[0], x.v.shape[-1], dtype=x.v.dtype, device=x.v.device)
-    for a, query in enumerate(x.q):
-        scores = [float(query @ key) * x.scale for key in x.k]
+    rows = []
+    for query in x.q:
+        scores = [(query @ key) * x.scale for key in x.k]  # 0-d tensors: gradients reach q, k and v
         if not scores:  # no keys: a zero row, as PyTorch's
+            rows.append(torch.zeros_like(x.v[0] if len(x.v) else x.v.new_zeros(x.v.shape[-1])))
             continue
-        m = max(scores)
-        exps = [math.exp(s - m) for s in scores]
+        m = torch.stack(scores).max().detach()  # the stabilising shift (it cancels, so no gradient)
+        exps = [torch.exp(s - m) for s in scores]
         total = sum(exps)
-        out[a] = sum((e / total) * value for e, value in zip(exps, x.v, strict=True))
+        rows.append(sum((e / total) * value for e, value in zip(exps, x.v, strict=True)))
+    out = torch.stack(rows) if rows else x.v.new_zeros(0, x.v.shape[-1])
     return to_output(out.to(x.dtype), x.as_numpy)
 
 
@@ -215,11 +216,15 @@ def hard_lookup(query: Hashable, keys: Sequence[Hashable], values: Sequence[np.n
     weights = np.array([1.0 if key == query else 0.0 for key in keys])
     if weights.sum() == 0:
         raise KeyError(query)
-    try:
-        stacked = np.stack([np.asarray(v, dtype=float) for v in values])
-    except (TypeError, ValueError):
+    arrays = [np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v) for v in values]
+    if any(a.ndim != 1 or a.dtype.kind not in "biuf" for a in arrays):
         got = ", ".join(describe(v) for v in values)
-        raise ValueError(f"values must be numeric vectors of one shape (d_v,), got {got}") from None
+        raise ValueError(f"values must be real vectors of one shape (d_v,), got {got}")
+    try:
+        stacked = np.stack([a.astype(float) for a in arrays])
+    except ValueError:
+        got = ", ".join(describe(v) for v in values)
+        raise ValueError(f"values must be real vectors of one shape (d_v,), got {got}") from None
     return weights @ stacked
 
 

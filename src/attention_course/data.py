@@ -84,7 +84,7 @@ def _check_recall(batch: object, n_pairs: object, key_vocab: object, value_vocab
 
 
 def _new_generator(seed: object) -> torch.Generator:
-    return torch.Generator().manual_seed(check_int("seed", seed, low=0))
+    return torch.Generator().manual_seed(check_int("seed", seed, low=0, high=2**64 - 1))
 
 
 def recall_sampler(batch: int, n_pairs: int, key_vocab: int, value_vocab: int, seed: int) -> Sampler:
@@ -212,11 +212,16 @@ def reverse_digits(
     digits = torch.empty(batch, max_len, dtype=torch.long)
     lengths = torch.empty(batch, dtype=torch.long)
     todo = torch.ones(batch, dtype=torch.bool)
+    barren = 0  # consecutive rounds that found no string of the split
     while bool(todo.any()):  # draw, keep the rows of the requested split, redraw the rest
+        if barren == 1000:  # about 1 string in 10 is held out: 1000 empty rounds mean the split is (nearly) empty
+            raise ValueError(f"split must hold strings for these lengths, got split={split!r} with none found in 1000 "
+                             f"draws for min_len={min_len}, max_len={max_len}, n_symbols={n_symbols}; widen them")
         k = int(todo.sum())
         d = torch.randint(0, n_symbols, (k, max_len), generator=generator)
         n = torch.randint(min_len, max_len + 1, (k,), generator=generator)
         ok = _is_held_out(d, n, n_symbols) == want_test
+        barren = 0 if bool(ok.any()) else barren + 1
         idx = todo.nonzero().squeeze(1)[ok]
         digits[idx], lengths[idx] = d[ok], n[ok]
         todo[idx] = False

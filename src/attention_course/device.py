@@ -85,7 +85,7 @@ def seeded(seed: int) -> Iterator[None]:
     Raises:
         TypeError: ``seed`` is not an integer. ValueError: a negative ``seed``.
     """
-    seed = check_int("seed", seed, low=0)
+    seed = check_int("seed", seed, low=0, high=2**64 - 1)  # torch's generators take 64-bit seeds
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         yield

@@ -20,9 +20,10 @@ __all__ = ["from_torch", "to_torch"]
 
 
 def _copy(src: nn.Module, dst: nn.Module) -> nn.Module:
+    """``src``'s weights and its training/evaluation mode, copied into ``dst``."""
     with torch.no_grad():
         dst.load_state_dict(src.state_dict())
-    return dst
+    return dst.train(src.training)
 
 
 def _factory(w: torch.Tensor) -> dict:
@@ -62,6 +63,9 @@ def from_torch(module: nn.Module) -> nn.Module:
             return _copy(module, new)
     if isinstance(module, nn.Transformer):
         enc, dec = getattr(module.encoder, "layers", [None]), getattr(module.decoder, "layers", [None])
+        if len(enc) == 0 or len(dec) == 0:
+            raise ValueError(f"module must have at least one encoder and one decoder layer (the package's Transformer "
+                             f"needs both), got {len(enc)} and {len(dec)}")
         norms = getattr(module.encoder, "norm", None), getattr(module.decoder, "norm", None)
         if not (isinstance(enc[0], nn.TransformerEncoderLayer) and isinstance(dec[0], nn.TransformerDecoderLayer)
                 and all(isinstance(n, nn.LayerNorm) for n in norms)):

@@ -330,7 +330,9 @@ class _Stack(nn.Module):
 
     def __init__(self, layer: nn.Module, num_layers: int, norm: nn.Module | None = None) -> None:
         super().__init__()
-        check_instance("layer", layer, self._layer_type)
+        if not isinstance(layer, self._layer_type):  # name the module: PyTorch's layers have the same class names
+            want = f"{self._layer_type.__module__}.{self._layer_type.__qualname__}"
+            raise TypeError(f"layer must be a {want}, got {type(layer).__module__}.{type(layer).__qualname__}")
         num_layers = check_int("num_layers", num_layers)
         if norm is not None:
             check_instance("norm", norm, nn.Module)

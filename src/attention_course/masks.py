@@ -94,7 +94,10 @@ def padding_mask(
             raise TypeError("padding_mask(tokens=...) must be given pad_id too, got pad_id=None")
         check_int("pad_id", pad_id, low=None)
         check_tensor("tokens", tokens, kind="integer", ndim=2, layout="of token ids (batch, n)")
-        return tokens != pad_id
+        device = _device(device)
+        return (tokens != pad_id) if device is None else (tokens != pad_id).to(device)
+    if pad_id is not None:
+        raise TypeError(f"pad_id must be given only with tokens= (lengths need none), got pad_id={pad_id!r}")
     device = _device(device)
     if isinstance(lengths, torch.Tensor):
         lengths_t = check_tensor("lengths", lengths, kind="integer", ndim=1, layout="(batch,)")

@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -245,8 +246,8 @@ def device_peak_tflops(name: str) -> float | None:
     None when the table :data:`PEAK_TFLOPS_16BIT` does not know it."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a GPU's name (a string), got {describe(name)}")
-    for key, value in PEAK_TFLOPS_16BIT.items():
-        if key.lower() in name.lower():
+    for key, value in PEAK_TFLOPS_16BIT.items():  # whole words only: "L4" is not "L40", "A100" not "A1000"
+        if re.search(rf"(?<![\w]){re.escape(key.lower())}(?![\w])", name.lower()):
             return value
     return None
 
@@ -344,9 +345,12 @@ def write_results(
             raise TypeError(f"{name} must be a mapping (name → value), got {describe(value)}")
     record = {"provenance": provenance(device), "settings": dict(settings), "results": dict(results)}
     try:
-        text = json.dumps(record, indent=2, allow_nan=True) + "\n"
+        text = json.dumps(record, indent=2, allow_nan=False) + "\n"
     except TypeError as err:
         raise TypeError(f"results and settings must be JSON-serialisable, got {err}") from None
+    except ValueError:  # JSON has no NaN or infinity: a file with them is not JSON other tools can read
+        raise ValueError("results and settings must hold finite numbers (JSON has no NaN or inf; use None), "
+                         "got a NaN or an infinity") from None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

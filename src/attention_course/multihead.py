@@ -319,8 +319,7 @@ class MultiHeadAttention(nn.Module):
         else:
             q, k, v = self._project(query, key, value)
         if self.rotary is not None:
-            q = self.rotary(q, positions=torch.arange(start, start + q.shape[2], device=q.device))
-            k = self.rotary(k, positions=torch.arange(start, start + k.shape[2], device=k.device))
+            q, k = (self._rotate(name, t, start) for name, t in (("queries", q), ("keys", k)))
         n_k = start + k.shape[2]  # with a cache that grows, the cached keys and the new ones
         # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned). With
         # no query or no key there is nothing to mask.
@@ -450,6 +449,12 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"key must fit the cache: it holds {cache.capacity} positions and {cache.length} are "
                                  f"used, so at most {cache.capacity - cache.length} more; got {n_new}")
         return query.ndim == 3
+
+    def _rotate(self, name: str, x: torch.Tensor, start: int) -> torch.Tensor:
+        out = self.rotary(x, positions=torch.arange(start, start + x.shape[2], device=x.device))
+        if not isinstance(out, torch.Tensor) or out.shape != x.shape or out.dtype != x.dtype:
+            raise ValueError(f"rotary must return {name} of shape {tuple(x.shape)}, {x.dtype}, got {describe(out)}")
+        return out
 
     def _check_cache(self, cache: KVCache, batch: int, like: torch.Tensor) -> None:
         """A cache made for this module (key/value heads, d_k, dtype, device) and this batch."""

@@ -30,6 +30,10 @@ def _check_dims(n: object, d: object, name_d: str = "d_model", *, min_d: int = 0
     return n, d
 
 
+#: Positions are computed in float64, exact for integers up to 2**53.
+MAX_POSITION = 2**53
+
+
 def _check_base(base: object) -> float:
     """Frequencies ``base^(-2i/d)`` need a positive base (0 gives inf and NaN columns, a negative one complex)."""
     return check_real("base", base, low=0.0, open_low=True)
@@ -56,7 +60,7 @@ def sinusoidal_encoding(
         ValueError: negative ``n`` or ``offset``, ``d_model`` odd, ``base`` not positive and finite.
     """
     n, d_model = _check_dims(n, d_model)
-    offset = check_int("offset", offset, low=0)
+    offset = check_int("offset", offset, low=0, high=MAX_POSITION)
     base = _check_base(base)
     dtype = check_dtype("dtype", dtype)
     device = None if device is None else check_device("device", device)
@@ -103,6 +107,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         check_tensor("x", x, ndim=3, layout=f"(batch, n, d_model={self.d_model})")
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, n, d_model={self.d_model}), got {tuple(x.shape)}")
+        if x.device != self.pe.device:
+            raise ValueError(f"x must be on the encoding's device {self.pe.device}, got {describe(x)}")
         n = x.shape[1]
         offset = check_int("offset", offset, low=0)
         if offset + n > self.max_len:
@@ -135,6 +141,8 @@ def rope_angles(
         pos = torch.arange(n, dtype=torch.float64, device=None if device is None else check_device("device", device))
     else:
         check_tensor("positions", positions, kind=None, layout="(n,)")
+        if device is not None and positions.device != check_device("device", device):
+            raise ValueError(f"positions must be on device={device} when both are given, got {describe(positions)}")
         if positions.dtype == torch.bool or positions.is_complex():
             raise TypeError(f"positions must be an integer or floating tensor (n,), got {describe(positions)}")
         if positions.shape != (n,):

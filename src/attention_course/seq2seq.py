@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from ._checks import (
+    as_index,
     check_device,
     check_dtype,
     check_flag,
@@ -280,7 +281,7 @@ class Seq2SeqTransformer(nn.Module):
         return self._embed(self.tgt_embed, tgt, offset)
 
     def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        return self.positions(embedding(ids) * self.scale, offset)
+        return self.positions(embedding(as_index(ids)) * self.scale, offset)  # any integer dtype of ids
 
     def encode(self, src: torch.Tensor, src_key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output (the *memory*) ``(batch, n_src, d_model)`` for source ids ``(batch, n_src)``.

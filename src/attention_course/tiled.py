@@ -104,6 +104,9 @@ class SoftmaxState:
                 raise ValueError(f"acc must have shape (*m.shape, d_v) = {(*self.m.shape, 'd_v')}, "
                                  f"got shape {tuple(self.acc.shape)}")
         check_same_device(list(tensors), list(tensors.values()))
+        if len({t.dtype for t in tensors.values()}) > 1:
+            got = ", ".join(f"{n} {t.dtype}" for n, t in tensors.items())
+            raise TypeError(f"m, l and acc must share a dtype, got {got}")
 
 
 def _safe_max(m: torch.Tensor) -> torch.Tensor:

@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm  # the plain text bar: tqdm.auto warns (with a local path) when ipywidgets is absent
 
 from ._checks import (
-    LOW_PRECISION,
     check_callable,
     check_flag,
     check_instance,
@@ -31,6 +31,7 @@ from ._checks import (
 )
 from .device import seeded
 from .measure import cpu_threads
+from .objectives import label_smoothed_cross_entropy, transformer_lr
 
 __all__ = ["History", "Evaluation", "SeedRun", "train_step", "fit", "evaluate", "accuracy", "run_seeds", "mean_std"]
 
@@ -129,8 +130,8 @@ def fit(
         loss = _cross_entropy(model(*inputs), targets)
         hist.loss.append(train_step(opt, loss, clip))
         with torch.no_grad():
-            for name, f in (track or {}).items():
-                hist.extra[name].append(float(f(model)))
+            for name, f in track.items():
+                hist.extra[name].append(_number(f"track[{name!r}]", f(model)))
     model.eval()
     return hist
 
@@ -161,13 +162,25 @@ def _batch(batch: object) -> tuple[Inputs, torch.Tensor]:
     return tuple(batch[0]), check_tensor("targets", batch[1], **_TARGETS)
 
 
-def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``(..., K)`` logits against ``(...)`` class ids, ``-100`` ignored."""
+def _number(name: str, value: object) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must return a number, got {describe(value)}") from None
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore: int = -100, **options) -> torch.Tensor:
+    """Mean cross-entropy of ``(..., K)`` logits against ``(...)`` class ids in ``[0, K)``, ``ignore`` skipped."""
     check_tensor("logits", logits, layout="(..., n_classes)")
     if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
         raise ValueError(f"targets must have the model's logits' shape without the last axis: got logits "
                          f"{tuple(logits.shape)} = (..., n_classes) and targets {tuple(targets.shape)}")
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    ids = targets[targets != ignore]  # the one pass over targets, as over token ids
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= logits.shape[-1]):
+        raise ValueError(f"targets must be class ids in [0, {logits.shape[-1]}) or {ignore} (ignored), got ids in "
+                         f"[{int(ids.min())}, {int(ids.max())}]")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(),
+                           ignore_index=ignore, **options)
 
 
 class Evaluation(NamedTuple):
@@ -198,8 +211,12 @@ def evaluate(model: nn.Module, inputs: Inputs, targets: torch.Tensor) -> Evaluat
     if not isinstance(inputs, (tuple, list)):
         raise TypeError(f"inputs must be a tuple of the model's inputs, got {describe(inputs)}")
     targets = check_tensor("targets", targets, **_TARGETS)
+    was_training = model.training
     model.eval()
-    logits = model(*inputs)
+    try:
+        logits = model(*inputs)
+    finally:
+        model.train(was_training)  # the caller's mode, as before the call
     loss = _cross_entropy(logits, targets)
     keep = targets != -100
     correct = logits.argmax(dim=-1)[keep] == targets[keep]
@@ -290,81 +307,20 @@ def mean_std(values: Sequence[float], digits: int = 3) -> str:
         TypeError: a value that is not a real number, ``digits`` not an integer.
         ValueError: no values, a NaN or infinite value, negative ``digits``.
     """
-    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor)):
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor, np.ndarray)):
         raise TypeError(f"values must be a sequence of numbers, got {describe(values)}")
     values = [check_real(f"values[{i}]", v) for i, v in enumerate(values)]
     if not values:
         raise ValueError("values must hold at least one number, got an empty sequence")
     check_int("digits", digits, low=0)
+    if max(abs(v) for v in values) > 1e300:
+        raise ValueError(f"values must be below 1e300 in size (their mean would overflow), got {max(values, key=abs)}")
     m = statistics.fmean(values)
     s = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
 # --------------------------------------------------------------------------------------------- chapter 5
-def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
-    r"""The learning-rate schedule of Vaswani et al. (2017), eq. (3), chapter 5:
-
-    :math:`\text{lr} = \text{factor}\cdot d_\text{model}^{-1/2}\cdot\min(\text{step}^{-1/2},\;
-    \text{step}\cdot\text{warmup}^{-3/2})`, for ``step ≥ 1``: a linear warm-up for ``warmup`` steps, then a decay
-    proportional to the inverse square root of the step. The two branches meet at ``step = warmup``, where the
-    rate peaks at ``factor / sqrt(d_model · warmup)``.
-
-    Raises:
-        TypeError: ``step``, ``d_model`` or ``warmup`` not integers, ``factor`` not a number.
-        ValueError: ``step < 1``, ``d_model < 1``, ``warmup < 1`` or ``factor < 0``.
-    """
-    step, d_model, warmup = check_int("step", step), check_int("d_model", d_model), check_int("warmup", warmup)
-    factor = check_real("factor", factor, low=0.0)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
-def label_smoothed_cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, ignore_index: int = -100
-) -> torch.Tensor:
-    r"""Cross-entropy against a smoothed target distribution, written out (chapter 5; the paper uses
-    :math:`\epsilon_{ls} = 0.1`).
-
-    The target puts :math:`1 - \epsilon` on the correct class and spreads :math:`\epsilon` uniformly over all
-    :math:`K` classes: :math:`q = (1-\epsilon)\,\text{onehot}(y) + \epsilon/K`. The loss
-    :math:`-\sum_k q_k \log p_k = (1-\epsilon)\,(-\log p_y) + \epsilon\cdot\text{mean}_k(-\log p_k)` never reaches 0:
-    the model is discouraged from becoming over-confident. Equals
-    ``F.cross_entropy(logits, targets, label_smoothing=smoothing, ignore_index=ignore_index)`` (tested).
-
-    Args:
-        logits: ``(N, K)`` (or ``(..., K)``, flattened). targets: ``(N,)`` class ids (or ``(...)``).
-        smoothing: :math:`\epsilon \in [0, 1)`.
-        ignore_index: targets equal to it do not count (mean over the others).
-
-    Returns:
-        A scalar in the logits' dtype (float16/bfloat16 are computed in float32, float64 in float64). At the
-        edges: with no target to score (empty, or all ``ignore_index``) the loss is NaN, as ``F.cross_entropy``'s.
-
-    Raises:
-        TypeError: logits not floating point, targets not integer class ids.
-        ValueError: shapes that disagree, a target outside ``[0, K)`` (other than ``ignore_index``),
-            ``smoothing`` outside ``[0, 1)``.
-    """
-    check_tensor("logits", logits, layout="(..., K)")
-    check_tensor("targets", targets, **_TARGETS)
-    check_real("smoothing", smoothing, low=0.0, high=1.0, open_high=True)
-    check_int("ignore_index", ignore_index, low=None)
-    if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
-        raise ValueError(f"targets must have the logits' shape without the last axis K: got logits "
-                         f"{tuple(logits.shape)} = (..., K) and targets {tuple(targets.shape)}")
-    work = torch.float32 if logits.dtype in LOW_PRECISION else logits.dtype
-    logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).to(work), dim=-1)
-    y = targets.reshape(-1)
-    keep = y != ignore_index
-    logp, y = logp[keep], y[keep]
-    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= logits.shape[-1]):  # y is already a fresh copy
-        raise ValueError(f"targets must be class ids in [0, {logits.shape[-1]}) or ignore_index={ignore_index}, "
-                         f"got ids in [{int(y.min())}, {int(y.max())}]")
-    nll = -logp.gather(1, y[:, None]).squeeze(1)
-    uniform = -logp.mean(dim=-1)
-    return ((1.0 - smoothing) * nll + smoothing * uniform).mean().to(logits.dtype)
-
-
 Seq2SeqSampler = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -433,8 +389,7 @@ def fit_seq2seq(
         src, tgt = _seq2seq_batch(sample(step))
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
-                               ignore_index=pad_id, label_smoothing=label_smoothing)
+        loss = _cross_entropy(logits, tgt[:, 1:], pad_id, label_smoothing=label_smoothing)
         hist.loss.append(train_step(opt, loss, clip))
         hist.extra["lr"].append(lr)
     model.eval()
@@ -486,6 +441,10 @@ def exact_match(
         check_int(name, value, low=0)
     check_int("batch_size", batch_size)
     check_flag("use_cache", use_cache)
+    limit = getattr(getattr(model, "positions", None), "max_len", None)
+    if limit is not None and tgt.shape[1] - 1 > limit:
+        raise ValueError(f"tgt must have at most the model's max_len + 1 = {limit + 1} columns (BOS and the tokens "
+                         f"to decode), got shape {tuple(tgt.shape)}")
     device = next(model.parameters()).device
     n_out = tgt.shape[1] - 1
     correct = 0

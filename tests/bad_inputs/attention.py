@@ -80,7 +80,7 @@ CASES = [
     case(hard_lookup, lambda: hard_lookup("a", 3, VALUES), TypeError, arg="keys", id="attention.hard_lookup-int"),
     case(hard_lookup, lambda: hard_lookup("a", KEYS, [np.ones(2), np.ones(3)]), ValueError, arg="values",
          says="one shape", id="attention.hard_lookup-ragged"),
-    case(hard_lookup, lambda: hard_lookup("a", KEYS, ["x", "y"]), ValueError, arg="values", says="numeric",
+    case(hard_lookup, lambda: hard_lookup("a", KEYS, ["x", "y"]), ValueError, arg="values", says="real vectors",
          id="attention.hard_lookup-strings"),
     # attention_entropy
     case(attention_entropy, lambda: attention_entropy([0.5, 0.5]), TypeError, arg="weights",
@@ -91,4 +91,14 @@ CASES = [
          id="attention.attention_entropy-scalar"),
     case(attention_entropy, lambda: attention_entropy(X, axis=-3), ValueError, arg="axis",
          id="attention.attention_entropy-axis"),
+]
+
+# Found by an adversarial read (issue #13): values that np.asarray(dtype=float) would have mangled.
+CASES += [
+    case(hard_lookup, lambda: hard_lookup("a", ["a"], [np.array([1j])]), ValueError, arg="values",
+         says="real vectors", id="attention.hard_lookup-complex"),
+    case(hard_lookup, lambda: hard_lookup("a", ["a", "b"], [np.ones((2, 2)), np.ones((2, 2))]), ValueError,
+         arg="values", says="(d_v,)", id="attention.hard_lookup-matrices"),
+    case(softmax, lambda: softmax(np.array(["a", "b"], dtype=object)), TypeError, arg="x", says="numbers",
+         id="attention.softmax-object-array"),
 ]

@@ -52,3 +52,10 @@ CASES = [
     case(reverse_digits, lambda: reverse_digits(2, 1, 3, torch.manual_seed(0).get_state()), TypeError,
          arg="generator", id="data.reverse_digits-state-as-generator"),
 ]
+
+CASES += [
+    case(reverse_digits, lambda: reverse_digits(4, 1, 1, split="test"), ValueError, arg="split",
+         says="none found", id="data.reverse_digits-empty-split"),
+    case(recall_sampler, lambda: recall_sampler(4, 3, 10, 5, seed=2**70), ValueError, arg="seed",
+         id="data.recall_sampler-huge-seed"),
+]

@@ -17,7 +17,7 @@ CASES = [
     case(get_device, lambda: get_device("gpu"), ValueError, arg="prefer", says="'cuda'", id="device.get_device-name"),
     case(get_device, lambda: get_device(0), TypeError, arg="prefer", id="device.get_device-int"),
     case(get_device, lambda: get_device("cuda:7" if torch.cuda.device_count() < 8 else "xla"), ValueError,
-         arg="prefer", says="available", id="device.get_device-missing"),
+         arg="prefer", says="machine has", id="device.get_device-missing"),
     case(seed_everything, lambda: seed_everything(2**40), ValueError, arg="seed", id="device.seed_everything-large"),
     case(seed_everything, lambda: seed_everything(-1), ValueError, arg="seed", id="device.seed_everything-negative"),
     case(seed_everything, lambda: seed_everything(0.5), TypeError, arg="seed", id="device.seed_everything-float"),

@@ -34,3 +34,8 @@ CASES = [
     case(to_torch, lambda: to_torch(MultiHeadAttention(8, 2, rotary=apply_rope)), ValueError, arg="module",
          says="rotary", id="interop.to_torch-rotary"),
 ]
+
+CASES += [
+    case(from_torch, lambda: from_torch(nn.Transformer(8, 2, 0, 1, 16)), ValueError, arg="module",
+         says="at least one encoder", id="interop.from_torch-no-encoder-layers"),
+]

@@ -92,3 +92,8 @@ CASES = [
     case(m.to_torch_masks, lambda: m.to_torch_masks(key_mask=B[None]), ValueError, arg="key_mask",
          id="masks.to_torch_masks-3d-key"),
 ]
+
+CASES += [
+    case(m.padding_mask, lambda: m.padding_mask([1, 2], pad_id=0), TypeError, arg="pad_id", says="tokens=",
+         id="masks.padding_mask-pad-id-with-lengths"),
+]

@@ -61,3 +61,10 @@ CASES = [
     case(write_results, lambda: write_results("/tmp/never-written.json", {"x": torch.ones(1)}, {}), TypeError,
          arg="results", says="JSON", id="measure.write_results-tensor"),
 ]
+
+CASES += [
+    case(peak_memory_bytes, lambda: peak_memory_bytes(lambda: None, device="cuda:9"), ValueError, arg="device",
+         says="machine has", id="measure.peak_memory_bytes-absent-cuda"),
+    case(write_results, lambda: write_results("/tmp/never-written.json", {"x": float("nan")}, {}), ValueError,
+         arg="results", says="finite", id="measure.write_results-nan"),
+]

@@ -161,3 +161,11 @@ CASES = [
     case(MHA, lambda: _mha().static_cache(_x(), _x(2, 4, 8)), ValueError, arg="value", says="(batch, n_k)",
          id="multihead.MHA.static_cache-lengths"),
 ]
+
+CASES += [
+    case(MHA, lambda: MHA(8, 2, rotary=lambda t, positions: t[..., :2])(torch.ones(1, 3, 8), torch.ones(1, 3, 8),
+                                                                         torch.ones(1, 3, 8)),
+         ValueError, arg="rotary", says="shape", id="multihead.MHA-rotary-shape"),
+    case(MHA, lambda: MHA(8, 2, device="cuda:9"), ValueError, arg="device", says="machine has",
+         id="multihead.MHA-absent-device"),
+]

@@ -57,3 +57,12 @@ CASES = [
          arg="positions", says="device", id="positional.apply_rope-devices"),
     case(apply_rope, lambda: apply_rope([[0.0, 1.0]]), TypeError, arg="x", id="positional.apply_rope-list"),
 ]
+
+CASES += [
+    case(SinusoidalPositionalEncoding, lambda: PE(torch.zeros(1, 3, 4, device="meta")), ValueError, arg="x",
+         says="device", id="positional.SinusoidalPositionalEncoding-device"),
+    case(sinusoidal_encoding, lambda: sinusoidal_encoding(3, 4, offset=10**20), ValueError, arg="offset",
+         id="positional.sinusoidal_encoding-huge-offset"),
+    case(rope_angles, lambda: rope_angles(2, 4, positions=torch.zeros(2), device="meta"), ValueError,
+         arg="positions", says="device", id="positional.rope_angles-device-and-positions"),
+]

@@ -126,3 +126,8 @@ CASES = [
     case(steps, lambda: steps(Q, K.tolist(), V), TypeError, arg="k", id="tiled.tiled_attention_steps-list"),
     case(steps, lambda: steps(Q, K, V, causal=None), TypeError, arg="causal", id="tiled.tiled_attention_steps-causal"),
 ]
+
+CASES += [
+    case(SoftmaxState, lambda: SoftmaxState(torch.zeros(2), torch.ones(2, dtype=torch.float64), None), TypeError,
+         arg="l", says="share a dtype", id="tiled.SoftmaxState-dtypes"),
+]

@@ -124,3 +124,21 @@ CASES = [
     case(exact_match, lambda: exact_match(_tiny_seq2seq(), SRC, TGT, bos_id="BOS", eos_id=2), TypeError,
          arg="bos_id", id="train.exact_match-string-id"),
 ]
+
+CASES += [
+    case(fit, lambda: fit(LIN, lambda s: ((X,), torch.tensor([0, 1, 2, 3, 0])), 1), ValueError, arg="targets",
+         says="[0, 3)", id="train.fit-target-out-of-range"),
+    case(evaluate, lambda: evaluate(LIN, (X,), torch.tensor([0, 1, 2, -1, 0])), ValueError, arg="targets",
+         says="[0, 3)", id="train.evaluate-negative-target"),
+    case(fit, lambda: fit(LIN, sample, 1, track={"w": lambda m: m.weight}), TypeError, arg="track['w']",
+         says="number", id="train.fit-track-returns-tensor"),
+    case(fit_seq2seq, lambda: fit_seq2seq(_tiny_seq2seq(), lambda s: (SRC, torch.cat([TGT[:, :-1], TGT[:, -1:] + 9],
+                                                                                        1)), 1),
+         ValueError, arg="targets", says="[0, 6)", id="train.fit_seq2seq-last-target-out-of-range"),
+    case(mean_std, lambda: mean_std([1e308, 1e308]), ValueError, arg="values", id="train.mean_std-overflow"),
+    case(label_smoothed_cross_entropy, lambda: label_smoothed_cross_entropy(torch.randn(4, 0), torch.zeros(4).long()),
+         ValueError, arg="logits", says="at least one class", id="train.label_smoothed_cross_entropy-no-classes"),
+    case(exact_match, lambda: exact_match(_tiny_seq2seq(), SRC, torch.ones(2, 600, dtype=torch.long), bos_id=1,
+                                          eos_id=2), ValueError, arg="tgt", says="max_len",
+         id="train.exact_match-wide"),
+]

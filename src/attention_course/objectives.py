@@ -1,0 +1,77 @@
+"""The paper's training objective and learning-rate schedule (chapter 5): label-smoothed cross-entropy and the
+warm-up-then-inverse-square-root rate of Vaswani et al. (2017). :func:`attention_course.train.fit_seq2seq` trains
+with them; ``attention_course.train`` re-exports both."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import LOW_PRECISION, as_index, check_int, check_real, check_tensor
+
+__all__ = ["label_smoothed_cross_entropy", "transformer_lr"]
+
+
+def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
+    r"""The learning-rate schedule of Vaswani et al. (2017), eq. (3), chapter 5:
+
+    :math:`\text{lr} = \text{factor}\cdot d_\text{model}^{-1/2}\cdot\min(\text{step}^{-1/2},\;
+    \text{step}\cdot\text{warmup}^{-3/2})`, for ``step ≥ 1``: a linear warm-up for ``warmup`` steps, then a decay
+    proportional to the inverse square root of the step. The two branches meet at ``step = warmup``, where the
+    rate peaks at ``factor / sqrt(d_model · warmup)``.
+
+    Raises:
+        TypeError: ``step``, ``d_model`` or ``warmup`` not integers, ``factor`` not a number.
+        ValueError: ``step < 1``, ``d_model < 1``, ``warmup < 1`` or ``factor < 0``.
+    """
+    step, d_model, warmup = check_int("step", step), check_int("d_model", d_model), check_int("warmup", warmup)
+    factor = check_real("factor", factor, low=0.0)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, ignore_index: int = -100
+) -> torch.Tensor:
+    r"""Cross-entropy against a smoothed target distribution, written out (chapter 5; the paper uses
+    :math:`\epsilon_{ls} = 0.1`).
+
+    The target puts :math:`1 - \epsilon` on the correct class and spreads :math:`\epsilon` uniformly over all
+    :math:`K` classes: :math:`q = (1-\epsilon)\,\text{onehot}(y) + \epsilon/K`. The loss
+    :math:`-\sum_k q_k \log p_k = (1-\epsilon)\,(-\log p_y) + \epsilon\cdot\text{mean}_k(-\log p_k)` never reaches 0:
+    the model is discouraged from becoming over-confident. Equals
+    ``F.cross_entropy(logits, targets, label_smoothing=smoothing, ignore_index=ignore_index)`` (tested).
+
+    Args:
+        logits: ``(N, K)`` (or ``(..., K)``, flattened). targets: ``(N,)`` class ids (or ``(...)``).
+        smoothing: :math:`\epsilon \in [0, 1)`.
+        ignore_index: targets equal to it do not count (mean over the others).
+
+    Returns:
+        A scalar in the logits' dtype (float16/bfloat16 are computed in float32, float64 in float64). At the
+        edges: with no target to score (empty, or all ``ignore_index``) the loss is NaN, as ``F.cross_entropy``'s.
+
+    Raises:
+        TypeError: logits not floating point, targets not integer class ids.
+        ValueError: shapes that disagree, a target outside ``[0, K)`` (other than ``ignore_index``),
+            ``smoothing`` outside ``[0, 1)``.
+    """
+    check_tensor("logits", logits, layout="(..., K)")
+    check_tensor("targets", targets, kind="integer", layout="of class ids (...)")
+    check_real("smoothing", smoothing, low=0.0, high=1.0, open_high=True)
+    check_int("ignore_index", ignore_index, low=None)
+    if logits.ndim == 0 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have at least one class on the last axis K, got shape {tuple(logits.shape)}")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"targets must have the logits' shape without the last axis K: got logits "
+                         f"{tuple(logits.shape)} = (..., K) and targets {tuple(targets.shape)}")
+    work = torch.float32 if logits.dtype in LOW_PRECISION else logits.dtype
+    logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).to(work), dim=-1)
+    y = as_index(targets).reshape(-1)
+    keep = y != ignore_index
+    logp, y = logp[keep], y[keep]
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= logits.shape[-1]):  # y is already a fresh copy
+        raise ValueError(f"targets must be class ids in [0, {logits.shape[-1]}) or ignore_index={ignore_index}, "
+                         f"got ids in [{int(y.min())}, {int(y.max())}]")
+    nll = -logp.gather(1, y[:, None]).squeeze(1)
+    uniform = -logp.mean(dim=-1)
+    return ((1.0 - smoothing) * nll + smoothing * uniform).mean().to(logits.dtype)
