@@ -16,6 +16,7 @@ from attention_course import (
     scaled_dot_product_attention,
     softmax,
 )
+from attention_course.attention import argmax_attention
 
 TOL = {torch.float32: dict(atol=2e-6, rtol=2e-5), torch.float64: dict(atol=1e-12, rtol=1e-10)}
 
@@ -307,3 +308,36 @@ def test_per_query_sum_has_the_gradients_of_the_matrix_form():
     matrix = torch.autograd.grad(scaled_dot_product_attention(q, k, v).output.sum(), (q, k, v))
     for a, b in zip(loops, matrix, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+# --- argmax_attention: the hard lookup on vectors, the τ → 0 limit of the soft one -------------------------
+
+def test_argmax_attention_is_the_cold_limit_of_softmax_attention():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64) for n, d in ((4, 5), (6, 5), (6, 3)))
+    out, w = argmax_attention(q, k, v)
+    picked = (q @ k.transpose(-2, -1)).argmax(-1)
+    torch.testing.assert_close(w, F.one_hot(picked, 6).double(), rtol=0, atol=0)
+    torch.testing.assert_close(out, torch.take_along_dim(v, picked[..., None], dim=-2), rtol=0, atol=0)
+    cold, _ = scaled_dot_product_attention(q, k, v, scale=1e6)  # temperature 1e-6
+    torch.testing.assert_close(cold, out, rtol=0, atol=1e-12)
+
+
+def test_argmax_attention_gradient_reaches_only_the_picked_values():
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(n, d, generator=gen, dtype=torch.float64, requires_grad=True)
+               for n, d in ((3, 4), (5, 4), (5, 2)))
+    out, _ = argmax_attention(q, k, v)
+    out.sum().backward()
+    assert q.grad is None and k.grad is None  # the arg-max is piecewise constant
+    picked = (q @ k.T).argmax(-1)
+    counts = torch.bincount(picked, minlength=5).double()
+    torch.testing.assert_close(v.grad, counts[:, None].expand(5, 2), rtol=0, atol=0)
+
+
+def test_argmax_attention_numpy_ties_and_no_keys():
+    out, w = argmax_attention(np.ones((2, 3)), np.ones((4, 3)), np.arange(8.0).reshape(4, 2))
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_array_equal(w, np.tile([1.0, 0.0, 0.0, 0.0], (2, 1)))  # a tie: the first key
+    out, w = argmax_attention(torch.randn(2, 3), torch.randn(0, 3), torch.randn(0, 4))
+    assert torch.equal(out, torch.zeros(2, 4)) and w.shape == (2, 0)

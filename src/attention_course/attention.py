@@ -39,6 +39,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "attention_per_query",
     "hard_lookup",
+    "argmax_attention",
     "attention_entropy",
 ]
 
@@ -226,6 +227,34 @@ def hard_lookup(query: Hashable, keys: Sequence[Hashable], values: Sequence[np.n
         got = ", ".join(describe(v) for v in values)
         raise ValueError(f"values must be real vectors of one shape (d_v,), got {got}") from None
     return weights @ stacked
+
+
+def argmax_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: float | None = None) -> AttentionOutput:
+    r"""Hard attention on vectors: each query takes the value of its highest-scoring key (chapter 1).
+
+    The weights are one-hot at :math:`\arg\max_i q\cdot k_i` (the first such key on a tie, as ``torch.argmax``):
+    the limit of ``softmax(scores / τ)`` as the temperature τ → 0 for distinct scores, and the lookup of
+    :func:`hard_lookup` with dot products in place of equality. The arg-max is piecewise constant, so no
+    gradient reaches ``q`` or ``k`` through it; ``v`` gets a gradient only in the rows that were picked.
+
+    Args:
+        q: queries ``(..., n_q, d_k)``; k: keys ``(..., n_k, d_k)``; v: values ``(..., n_k, d_v)``.
+        scale: multiplies the scores; default :math:`1/\sqrt{d_k}` (a positive scale does not move the arg-max).
+
+    Returns:
+        :class:`AttentionOutput` ``(output, weights)`` as :func:`scaled_dot_product_attention`, with one-hot rows.
+
+    At the edges: no keys (``n_k = 0``) gives a zero output and ``(..., n_q, 0)`` weights, as
+    :func:`scaled_dot_product_attention`.
+    """
+    x = attention_inputs(q, k, v, None, scale)
+    scores = (x.q @ x.k.transpose(-2, -1)) * x.scale
+    if scores.shape[-1] == 0:
+        weights = scores.detach().clone()
+    else:
+        weights = torch.zeros_like(scores).scatter_(-1, scores.detach().argmax(-1, keepdim=True), 1.0)
+    out = weights @ x.v
+    return AttentionOutput(to_output(out.to(x.dtype), x.as_numpy), to_output(weights.to(x.dtype), x.as_numpy))
 
 
 def attention_entropy(weights: ArrayLike, axis: int = -1) -> ArrayLike:

@@ -8,6 +8,7 @@ import torch
 
 from attention_course.attention import (
     AttentionOutput,
+    argmax_attention,
     attention_entropy,
     attention_per_query,
     hard_lookup,
@@ -68,6 +69,13 @@ CASES = [
          id="attention.attention_per_query-scale-inf"),
     case(attention_per_query, lambda: attention_per_query(Q, K.to("meta"), V), ValueError, arg="k", says="meta",
          id="attention.attention_per_query-device"),
+    # argmax_attention
+    case(argmax_attention, lambda: argmax_attention(Q, torch.randn(5, 7), V), ValueError, arg="d_k",
+         id="attention.argmax_attention-d_k"),
+    case(argmax_attention, lambda: argmax_attention(Q.tolist(), K, V), TypeError, arg="q", says="numpy array",
+         id="attention.argmax_attention-list"),
+    case(argmax_attention, lambda: argmax_attention(Q, K, V, scale=float("nan")), ValueError, arg="scale",
+         id="attention.argmax_attention-scale-nan"),
     # hard_lookup
     case(hard_lookup, lambda: hard_lookup("a", KEYS, VALUES[:1]), ValueError, arg="keys", says="one value per key",
          id="attention.hard_lookup-lengths"),
