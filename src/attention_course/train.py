@@ -237,16 +237,13 @@ def run_seeds(
     steps: int,
     lr: float,
     track: dict[str, Callable[[nn.Module], float]] | None = None,
-    threads: int | None = 1,
-    clip: float | None = 1.0,
+    threads: int | None = 1, clip: float | None = 1.0,  # clip: fit's gradient clipping; pass it explicitly
 ) -> list[SeedRun]:
     """Train one fresh model per seed and score it on a fixed test set: the multi-seed runner of chapters 2–4.
 
     For each seed ``s``: ``with seeded(s): model = build()`` (:func:`attention_course.device.seeded`: the initial
     weights are fixed by ``s``, and the caller's random state is left as it was), then
-    ``fit(model, make_sampler(s), steps, lr, clip=clip, track=track)`` and :func:`evaluate` on
-    ``test = (inputs, targets)``. ``clip`` is :func:`fit`'s gradient-norm clipping (default 1.0, as there; None
-    turns it off): a run that depends on it should pass it explicitly.
+    ``fit(model, make_sampler(s), steps, lr, clip=clip, track=track)`` and :func:`evaluate` on ``test``.
     Everything runs on ``threads`` CPU threads (:func:`attention_course.measure.cpu_threads`; the setting is
     restored afterwards): the course's models are tiny, and one thread is as fast as several and sums in the same
     order on every machine.
@@ -271,8 +268,6 @@ def run_seeds(
     check_real("lr", lr, low=0.0)
     if threads is not None:
         check_int("threads", threads)
-    if clip is not None:
-        check_real("clip", clip, low=0.0, open_low=True)
     if len(seeds) == 0:
         raise ValueError("seeds must name at least one seed, got none")
     if len(set(seeds)) != len(seeds):
