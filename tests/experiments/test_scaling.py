@@ -457,3 +457,16 @@ def test_train_retrieval_sgd_and_steps_to():
     assert steps_to([3.0, 2.0, 1.0, 0.4, 0.2], 1.0, window=2) == 4
     assert steps_to([3.0, float("nan"), 0.1, 0.1], 1.0, window=2) == 4
     assert steps_to([3.0, 2.0], 1.0, window=1) is None
+
+
+def test_head_gradients_match_autograd_through_the_model():
+    from attention_course.data import associative_recall
+    from attention_course.experiments.scaling import head_gradients, initial_retrieval_head
+
+    b = associative_recall(16, 8, 32, 32, torch.Generator().manual_seed(7))
+    for scaled in (True, False):
+        model = initial_retrieval_head(scaled, 1, d_k=32)
+        g = head_gradients(model, b.inputs, b.target)
+        F.cross_entropy(model(*b.inputs), b.target).backward()
+        torch.testing.assert_close(g.w_q, model.head.w_q.grad.norm(), rtol=1e-5, atol=0.0)
+        torch.testing.assert_close(g.w_k, model.head.w_k.grad.norm(), rtol=1e-5, atol=0.0)
