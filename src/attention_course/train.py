@@ -254,13 +254,13 @@ def run_seeds(
     steps: int,
     lr: float,
     track: dict[str, Callable[[nn.Module], float]] | None = None,
-    threads: int | None = 1,
+    threads: int | None = 1, clip: float | None = 1.0,  # clip: fit's gradient clipping; pass it explicitly
 ) -> list[SeedRun]:
     """Train one fresh model per seed and score it on a fixed test set: the multi-seed runner of chapters 2–4.
 
     For each seed ``s``: ``with seeded(s): model = build()`` (:func:`attention_course.device.seeded`: the initial
     weights are fixed by ``s``, and the caller's random state is left as it was), then
-    ``fit(model, make_sampler(s), steps, lr, track=track)`` and :func:`evaluate` on ``test = (inputs, targets)``.
+    ``fit(model, make_sampler(s), steps, lr, clip=clip, track=track)`` and :func:`evaluate` on ``test``.
     Everything runs on ``threads`` CPU threads (:func:`attention_course.measure.cpu_threads`; the setting is
     restored afterwards): the course's models are tiny, and one thread is as fast as several and sums in the same
     order on every machine.
@@ -294,7 +294,7 @@ def run_seeds(
         for seed in seeds:
             with seeded(seed):
                 model = build()
-            history = fit(model, make_sampler(seed), steps, lr, track=track)
+            history = fit(model, make_sampler(seed), steps, lr, clip=clip, track=track)
             result = evaluate(model, *test)
             runs.append(SeedRun(seed, model, history, result.accuracy, result.loss))
     return runs

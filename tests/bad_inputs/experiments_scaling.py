@@ -12,11 +12,13 @@ from attention_course.experiments.recall import RecallModel
 from attention_course.experiments.scaling import (
     AttentionInputs,
     DotProductMoments,
+    HeadGradients,
     PlacementFactors,
     SaturationCurves,
     SaturationStats,
     ScoreGradients,
     dot_product_moments,
+    head_gradients,
     independence_ratio,
     initial_retrieval_head,
     logit_std,
@@ -28,12 +30,14 @@ from attention_course.experiments.scaling import (
     score_gradients,
     softmax_jacobian,
     softmax_jacobian_norm,
+    steps_to,
     train_retrieval,
 )
 
 from . import case
 
-RESULTS = (DotProductMoments, PlacementFactors, ScoreGradients, SaturationStats, SaturationCurves, AttentionInputs)
+RESULTS = (DotProductMoments, PlacementFactors, ScoreGradients, SaturationStats, SaturationCurves, AttentionInputs,
+           HeadGradients)
 
 
 def _normal(name: str) -> sp.Expr:
@@ -164,4 +168,34 @@ CASES = [
          id="scaling.train_retrieval-test-not-a-pair"),
     case(train_retrieval, lambda: train_retrieval("yes", [0], 10, **SMALL), TypeError, arg="scaled",
          id="scaling.train_retrieval-scaled-str"),
+    case(initial_retrieval_head, lambda: initial_retrieval_head(False, 0, w_q_gain=0.0), ValueError, arg="w_q_gain",
+         id="scaling.initial_retrieval_head-w_q_gain-zero"),
+    case(train_retrieval, lambda: train_retrieval(True, [0], 10, optimizer="adam", **SMALL), ValueError,
+         arg="optimizer", says="sgd", id="scaling.train_retrieval-optimizer-unknown"),
+    case(train_retrieval, lambda: train_retrieval(True, [0], 10, clip=-1.0, **SMALL), ValueError, arg="clip",
+         id="scaling.train_retrieval-clip-negative"),
+    case(train_retrieval, lambda: train_retrieval(True, [0], 10, track=1, **SMALL), TypeError, arg="track",
+         id="scaling.train_retrieval-track-int"),
+    case(train_retrieval, lambda: train_retrieval(True, [0], 10, w_q_gain=float("inf"), **SMALL), ValueError,
+         arg="w_q_gain", id="scaling.train_retrieval-w_q_gain-inf"),
+    # gradients at the parameters
+    case(head_gradients, lambda: head_gradients(nn_linear(), INPUTS, torch.zeros(2, dtype=torch.long)), TypeError,
+         arg="model", id="scaling.head_gradients-not-recall-model"),
+    case(head_gradients, lambda: head_gradients(_model(), INPUTS, torch.zeros(2)), TypeError, arg="targets",
+         id="scaling.head_gradients-targets-float"),
+    case(head_gradients, lambda: head_gradients(_model(), INPUTS, torch.zeros(3, dtype=torch.long)), ValueError,
+         arg="targets", says="shape", id="scaling.head_gradients-targets-length"),
+    case(head_gradients, lambda: head_gradients(_model(), INPUTS[:2], torch.zeros(2, dtype=torch.long)),
+         TypeError, arg="inputs", id="scaling.head_gradients-inputs-pair"),
+    case(steps_to, lambda: steps_to("0.5 0.4", 0.5), TypeError, arg="loss", id="scaling.steps_to-str"),
+    case(steps_to, lambda: steps_to([1.0, "x"], 0.5, window=1), TypeError, arg="loss[1]",
+         id="scaling.steps_to-not-number"),
+    case(steps_to, lambda: steps_to([1.0, 0.4], 0.5, window=3), ValueError, arg="window",
+         id="scaling.steps_to-short"),
+    case(steps_to, lambda: steps_to([1.0, 0.4], float("nan")), ValueError, arg="level",
+         id="scaling.steps_to-level-nan"),
 ]
+
+
+def nn_linear() -> torch.nn.Module:
+    return torch.nn.Linear(2, 2)

@@ -87,6 +87,8 @@ CASES = [
          TypeError, arg="build", id="train.run_seeds-model-as-build"),
     case(run_seeds, lambda: run_seeds(_build, lambda s: sample, (X, Y, 1), seeds=[0], steps=1, lr=0.1), TypeError,
          arg="test", says="(inputs, targets)", id="train.run_seeds-test"),
+    case(run_seeds, lambda: run_seeds(_build, lambda s: sample, ((X,), Y), seeds=[0], steps=1, lr=0.1, clip=0.0),
+         ValueError, arg="clip", id="train.run_seeds-clip-zero"),
     case(run_seeds, lambda: run_seeds(_build, lambda s: sample, ((X,), Y), seeds=[0], steps=1, lr=0.1, threads=0),
          ValueError, arg="threads", id="train.run_seeds-threads"),
     case(mean_std, lambda: mean_std([]), ValueError, arg="values", id="train.mean_std-empty"),

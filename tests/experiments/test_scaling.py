@@ -417,3 +417,56 @@ def test_probes_at_the_edges_and_a_bad_test_set_fails_before_training():
     with pytest.raises(ValueError, match=r"keys must hold token ids in \[0, 10\)"):
         train_retrieval(True, [0], 10_000, d_k=4, d_model=8, n_pairs=4, key_vocab=10, value_vocab=6, test=bad)
     assert torch.equal(torch.rand(3), expected)  # the check left the caller's random state alone
+
+
+def test_control_head_computes_the_scaled_function_at_step_0():
+    from attention_course.data import associative_recall
+    from attention_course.experiments.scaling import initial_retrieval_head
+
+    b = associative_recall(16, 8, 32, 32, torch.Generator().manual_seed(1))
+    scaled = initial_retrieval_head(True, 3, d_k=64)
+    control = initial_retrieval_head(False, 3, d_k=64, w_q_gain=1 / 8)
+    torch.testing.assert_close(control(*b.inputs), scaled(*b.inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_head_gradients_chain_rule_and_control_factor():
+    from attention_course.data import associative_recall
+    from attention_course.experiments.scaling import head_gradients, initial_retrieval_head
+
+    b = associative_recall(32, 8, 32, 32, torch.Generator().manual_seed(2))
+    g_s = head_gradients(initial_retrieval_head(True, 0, d_k=64), b.inputs, b.target)
+    g_c = head_gradients(initial_retrieval_head(False, 0, d_k=64, w_q_gain=1 / 8), b.inputs, b.target)
+    # same function, so the same ∂L/∂s; W^Q divided by 8 gets a gradient 8 times larger
+    torch.testing.assert_close(g_c.scores, g_s.scores, rtol=1e-4, atol=1e-8)
+    torch.testing.assert_close(g_c.w_q, 8 * g_s.w_q, rtol=1e-4, atol=0.0)
+    assert g_s.scores.shape == (32,) and g_s.q.shape == (32,)
+    # the model's own gradients are untouched
+    model = initial_retrieval_head(True, 0, d_k=64)
+    head_gradients(model, b.inputs, b.target)
+    assert model.head.w_q.grad is None
+
+
+def test_train_retrieval_sgd_and_steps_to():
+    from attention_course.experiments.scaling import steps_to, train_retrieval
+
+    small = dict(d_k=4, d_model=8, n_pairs=3, key_vocab=6, value_vocab=4, batch=4)
+    runs = train_retrieval(True, [0], 5, optimizer="sgd", lr=0.1, clip=None, track=False, **small)
+    assert len(runs[0].history.loss) == 5 and runs[0].history.extra == {}
+    again = train_retrieval(True, [0], 5, optimizer="sgd", lr=0.1, clip=None, track=True, **small)
+    assert again[0].history.loss == runs[0].history.loss  # tracking does not change the run
+    assert steps_to([3.0, 2.0, 1.0, 0.4, 0.2], 1.0, window=2) == 4
+    assert steps_to([3.0, float("nan"), 0.1, 0.1], 1.0, window=2) == 4
+    assert steps_to([3.0, 2.0], 1.0, window=1) is None
+
+
+def test_head_gradients_match_autograd_through_the_model():
+    from attention_course.data import associative_recall
+    from attention_course.experiments.scaling import head_gradients, initial_retrieval_head
+
+    b = associative_recall(16, 8, 32, 32, torch.Generator().manual_seed(7))
+    for scaled in (True, False):
+        model = initial_retrieval_head(scaled, 1, d_k=32)
+        g = head_gradients(model, b.inputs, b.target)
+        F.cross_entropy(model(*b.inputs), b.target).backward()
+        torch.testing.assert_close(g.w_q, model.head.w_q.grad.norm(), rtol=1e-5, atol=0.0)
+        torch.testing.assert_close(g.w_k, model.head.w_k.grad.norm(), rtol=1e-5, atol=0.0)

@@ -10,31 +10,81 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
-from .._checks import check_flag, check_instance, check_int, check_ints, check_real, describe
+from .._checks import (
+    check_choice,
+    check_flag,
+    check_instance,
+    check_int,
+    check_ints,
+    check_real,
+    check_tensor,
+    describe,
+)
+from ..attention import softmax
 from ..data import associative_recall, recall_sampler
 from ..device import seeded
-from ..train import SeedRun, run_seeds
+from ..measure import cpu_threads
+from ..train import History, SeedRun, evaluate, run_seeds, train_step
 from .recall import RecallModel
 
-__all__ = ["initial_retrieval_head", "train_retrieval", "logit_std", "independence_ratio"]
+__all__ = [
+    "OPTIMIZERS",
+    "initial_retrieval_head",
+    "train_retrieval",
+    "logit_std",
+    "independence_ratio",
+    "HeadGradients",
+    "head_gradients",
+    "steps_to",
+]
+
+#: The optimisers :func:`train_retrieval` can train with.
+OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd")
 
 
 def initial_retrieval_head(
-    scaled: bool, seed: int, *, d_k: int = 256, d_model: int = 32, key_vocab: int = 32, value_vocab: int = 32
+    scaled: bool,
+    seed: int,
+    *,
+    d_k: int = 256,
+    d_model: int = 32,
+    key_vocab: int = 32,
+    value_vocab: int = 32,
+    w_q_gain: float = 1.0,
 ) -> RecallModel:
     """The untrained :class:`~attention_course.experiments.recall.RecallModel` that :func:`train_retrieval` starts
     from for ``seed`` (chapter 2): one head, no tied projections, ``init="unit"``, built under
-    :func:`~attention_course.device.seeded` ``(seed)``.
+    :func:`~attention_course.device.seeded` ``(seed)``, then W^Q multiplied by ``w_q_gain``.
 
     The scaled and the unscaled head of one seed have identical weights and differ only in the factor applied
-    to the scores.
+    to the scores. ``scaled=False, w_q_gain=1/√d_k`` is chapter 2's *control*: the unscaled head that computes,
+    at step 0, exactly the function of the scaled one.
     """
     check_flag("scaled", scaled)
-    with seeded(check_int("seed", seed, low=0)):
-        return _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab)
+    seed = check_int("seed", seed, low=0)
+    sizes = {"d_k": d_k, "d_model": d_model, "key_vocab": key_vocab, "value_vocab": value_vocab}
+    d_k, d_model, key_vocab, value_vocab = (check_int(*kv) for kv in sizes.items())
+    w_q_gain = check_real("w_q_gain", w_q_gain, low=0.0, open_low=True)
+    return _built(scaled, d_k, d_model, key_vocab, value_vocab, w_q_gain, seed)
+
+
+def _built(scaled: bool, d_k: int, d_model: int, key_vocab: int, value_vocab: int, w_q_gain: float,
+           seed: int | None = None) -> RecallModel:
+    """The head of :func:`initial_retrieval_head`; under ``seeded(seed)`` unless the caller already seeded."""
+    if seed is not None:
+        with seeded(seed):
+            return _built(scaled, d_k, d_model, key_vocab, value_vocab, w_q_gain)
+    model = _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab)
+    if w_q_gain != 1.0:
+        with torch.no_grad():
+            model.head.w_q.mul_(w_q_gain)
+    return model
 
 
 def _check_probe(model: object, inputs: object) -> None:
@@ -86,6 +136,10 @@ def train_retrieval(
     lr: float = 3e-3,
     test: tuple[tuple[torch.Tensor, ...], torch.Tensor] | None = None,
     n_probe: int = 256,
+    w_q_gain: float = 1.0,
+    optimizer: str = "adamw",
+    clip: float | None = 1.0,
+    track: bool = True,
 ) -> list[SeedRun]:
     """Train the recall head of :func:`initial_retrieval_head` once per seed (chapter 2's experiment).
 
@@ -93,14 +147,20 @@ def train_retrieval(
     (those of ``initial_retrieval_head(scaled, s)``) and the batches (``recall_sampler(..., s)``), so the scaled
     and unscaled models of one seed start from the same weights and see the same data. After every step,
     ``history.extra`` records :func:`logit_std` (key ``"logit_std"``) and :func:`independence_ratio`
-    (``"independence_ratio"``) on the first ``n_probe`` examples of ``test``.
+    (``"independence_ratio"``) on the first ``n_probe`` examples of ``test`` (``track=False``: nothing).
 
     Args:
         scaled: multiply the scores by 1/√d_k (True) or not.
         seeds: one run per seed.
-        steps: optimisation steps (AdamW, batch ``batch``, learning rate ``lr``, gradient clipping at 1).
+        steps: optimisation steps (batch ``batch``, learning rate ``lr``).
         test: ``(inputs, targets)``, a fixed evaluation set; default: 1024 examples drawn with seed 10_000.
         n_probe: how many test examples the per-step measurements use.
+        w_q_gain: multiplies W^Q at initialisation (as :func:`initial_retrieval_head`).
+        optimizer: ``"adamw"`` (:func:`~attention_course.train.fit`: AdamW, no weight decay) or ``"sgd"`` (plain
+            SGD, no momentum), both through :func:`~attention_course.train.train_step`.
+        clip: the global gradient-norm clipping threshold applied before each step (None: no clipping). The
+            default 1.0 is :func:`~attention_course.train.fit`'s.
+        track: record ``logit_std`` and ``independence_ratio`` after every step.
 
     Returns:
         One :class:`~attention_course.train.SeedRun` per seed: the model, its history, its test accuracy and loss.
@@ -115,6 +175,10 @@ def train_retrieval(
              "value_vocab": value_vocab, "batch": batch, "n_probe": n_probe}
     steps, d_k, d_model, n_pairs, key_vocab, value_vocab, batch, n_probe = (check_int(*kv) for kv in sizes.items())
     lr = check_real("lr", lr, low=0)
+    w_q_gain = check_real("w_q_gain", w_q_gain, low=0.0, open_low=True)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    clip = None if clip is None else check_real("clip", clip, low=0.0, open_low=True)
+    check_flag("track", track)
     check_int("key_vocab", key_vocab, low=n_pairs)  # the keys of a sequence are distinct
     check_int("value_vocab", value_vocab, low=2)
     if test is not None and not (isinstance(test, (tuple, list)) and len(test) == 2):
@@ -125,15 +189,105 @@ def train_retrieval(
     probe = tuple(x[:n_probe] for x in test[0])
     with seeded(0):  # (leaves the caller's random state as it was)
         _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab).scores(*probe)  # checks the test inputs
-    return run_seeds(
-        lambda: _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab),
-        lambda seed: recall_sampler(batch, n_pairs, key_vocab, value_vocab, seed),
-        test,
-        seeds,
-        steps=steps,
-        lr=lr,
-        track={
-            "logit_std": lambda m: logit_std(m, probe),
-            "independence_ratio": lambda m: independence_ratio(m, probe),
-        },
-    )
+    def build() -> RecallModel:
+        return _built(scaled, d_k, d_model, key_vocab, value_vocab, w_q_gain)
+
+    def sampler(seed: int):
+        return recall_sampler(batch, n_pairs, key_vocab, value_vocab, seed)
+
+    tracked = {
+        "logit_std": lambda m: logit_std(m, probe),
+        "independence_ratio": lambda m: independence_ratio(m, probe),
+    } if track else None
+    if optimizer == "adamw":
+        return run_seeds(build, sampler, test, seeds, steps=steps, lr=lr, track=tracked, clip=clip)
+    runs = []
+    with cpu_threads(1):  # as run_seeds: one thread, the same summation order on every machine
+        for seed in seeds:
+            with seeded(seed):
+                model = build()
+            opt = torch.optim.SGD(model.parameters(), lr=lr)
+            sample, history = sampler(seed), History(extra={name: [] for name in (tracked or {})})
+            model.train()
+            for step in range(steps):
+                inputs, targets = sample(step)
+                history.loss.append(train_step(opt, F.cross_entropy(model(*inputs), targets), clip))
+                with torch.no_grad():
+                    for name, f in (tracked or {}).items():
+                        history.extra[name].append(float(f(model)))
+            model.eval()
+            result = evaluate(model, *test)
+            runs.append(SeedRun(seed, model, history, result.accuracy, result.loss))
+    return runs
+
+
+class HeadGradients(NamedTuple):
+    """What :func:`head_gradients` measures on one batch (detached tensors).
+
+    Attributes:
+        w_q: the Frobenius norm of ∂L/∂W^Q, a 0-d tensor.
+        w_k: the Frobenius norm of ∂L/∂W^K, a 0-d tensor.
+        scores: ``(batch,)``, the L2 norm of each example's ∂L/∂s (its row of scores, the softmax's input).
+        q: ``(batch,)``, the L2 norm of each example's ∂L/∂q (its query vector).
+    """
+
+    w_q: torch.Tensor
+    w_k: torch.Tensor
+    scores: torch.Tensor
+    q: torch.Tensor
+
+
+def head_gradients(model: RecallModel, inputs: tuple[torch.Tensor, ...], targets: torch.Tensor) -> HeadGradients:
+    """The gradient of the batch's mean cross-entropy at W^Q, W^K, the scores and the queries (chapter 2).
+
+    Computed by autograd on the model as it is (the model's own gradients are left untouched): the loss is
+    ``cross_entropy(model(*inputs), targets)``, averaged over the batch as in training, so each example's
+    ∂L/∂s and ∂L/∂q carry a factor 1/batch.
+
+    Args:
+        model: a :class:`~attention_course.experiments.recall.RecallModel`.
+        inputs: ``(keys, values, query)`` token ids, checked by the model.
+        targets: ``(batch,)`` integer value ids.
+
+    Returns:
+        A :class:`HeadGradients`. An empty batch is refused (the mean loss of no examples has no gradient).
+    """
+    _check_probe(model, inputs)
+    targets = check_tensor("targets", targets, kind="integer", ndim=1, layout="of value ids (batch,)")
+    if targets.ndim != 1 or targets.shape[0] != inputs[0].shape[0] or targets.shape[0] == 0:
+        raise ValueError(f"targets must have shape (batch,) with batch = {inputs[0].shape[0]} >= 1 (that of keys), "
+                         f"got {tuple(targets.shape)}")
+    w_q, w_k = model.head.w_q, model.head.w_k
+    with torch.enable_grad():
+        x_q, seq = model.states(*inputs)
+        q = x_q @ w_q  # (batch, 1, d_k)
+        k, v = seq @ w_k, seq @ model.head.w_v
+        scores = (q @ k.transpose(-2, -1)) * model.scale  # (batch, 1, n_pairs + 1)
+        out = softmax(scores) @ v
+        loss = F.cross_entropy(model.unembed(out[:, 0]), targets.long())
+        g_wq, g_wk, g_s, g_q = torch.autograd.grad(loss, (w_q, w_k, scores, q))
+    return HeadGradients(g_wq.norm(), g_wk.norm(), g_s[:, 0].norm(dim=-1), g_q[:, 0].norm(dim=-1))
+
+
+def steps_to(loss: Sequence[float], level: float, window: int = 10) -> int | None:
+    """The first step at which the mean of the last ``window`` losses is below ``level`` (chapter 2).
+
+    Steps count from 1: a run whose first ``window`` losses already average below ``level`` gives ``window``.
+    None: never within ``loss``. A NaN or infinite loss (a diverged step) never counts as below ``level``.
+
+    >>> steps_to([3.0, 2.0, 1.0, 0.4, 0.2], 1.0, window=2)
+    4
+    """
+    if isinstance(loss, (str, bytes)) or not isinstance(loss, (Sequence, np.ndarray)):
+        raise TypeError(f"loss must be a sequence of numbers (one per step), got {describe(loss)}")
+    values = []
+    for i, x in enumerate(loss):
+        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+            raise TypeError(f"loss[{i}] must be a real number, got {describe(x)}")
+        values.append(float(x) if math.isfinite(x) else math.inf)
+    level, window = check_real("level", level), check_int("window", window)
+    if len(values) < window:
+        raise ValueError(f"loss must hold at least window = {window} values, got {len(values)}")
+    run = np.convolve(values, np.ones(window) / window, mode="valid")
+    hit = np.nonzero(run < level)[0]
+    return int(hit[0]) + window if hit.size else None

@@ -46,7 +46,16 @@ from .._checks import (
     to_output,
 )
 from ..attention import attention_entropy, softmax
-from .retrieval import independence_ratio, initial_retrieval_head, logit_std, train_retrieval
+from .retrieval import (
+    OPTIMIZERS,
+    HeadGradients,
+    head_gradients,
+    independence_ratio,
+    initial_retrieval_head,
+    logit_std,
+    steps_to,
+    train_retrieval,
+)
 
 __all__ = [
     "PLACEMENTS",
@@ -69,6 +78,10 @@ __all__ = [
     "train_retrieval",
     "logit_std",
     "independence_ratio",
+    "OPTIMIZERS",
+    "HeadGradients",
+    "head_gradients",
+    "steps_to",
 ]
 
 #: The placements of the 1/√d_k factor that chapter 2 compares.

@@ -1,0 +1,97 @@
+"""Chapter 2's training sweep: the recall head with and without 1/√d_k, across widths, optimisers and seeds.
+
+For each width ``d_k`` and each *arm* — ``scaled`` (the paper), ``unscaled``, and ``control`` (unscaled, with W^Q
+divided by √d_k at initialisation: the scaled head's function at step 0) — it trains
+:func:`attention_course.experiments.retrieval.train_retrieval` for 5 seeds under three optimiser settings:
+AdamW with the gradient-norm clipping at 1 that ``train.fit`` applies by default, AdamW without clipping, and
+plain SGD without clipping. Every run records, on the same fixed test set: the steps until the 10-step mean
+training loss leaves chance level (< 0.9 log 32) and reaches 0.5 (None: not within the budget), the mean training
+loss over the run (the area under its loss curve, divided by the steps), the test accuracy and loss, the score
+std and the independence ratio of the trained head on the probe batch, and the loss curve every 5 steps.
+
+The results, with their provenance (date, command, machine, versions, commit) and the settings, go to
+``benchmarks/results/scaling_sweep.json``; chapter 2 renders them and re-runs the AdamW entries at d_k = 256 live.
+
+Usage:  python benchmarks/scaling_sweep.py          (about 5 minutes on one CPU core)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attention_course.data import associative_recall
+from attention_course.experiments.retrieval import independence_ratio, logit_std, steps_to, train_retrieval
+from attention_course.measure import write_results
+
+RESULTS = Path(__file__).resolve().parent / "results" / "scaling_sweep.json"
+D_KS = (16, 64, 256, 1024)
+SEEDS = (0, 1, 2, 3, 4)
+STEPS = 300
+#: name -> (optimizer, lr, clip)
+OPTIMISERS = {"adamw": ("adamw", 3e-3, 1.0), "adamw_noclip": ("adamw", 3e-3, None), "sgd": ("sgd", 0.3, None)}
+ARMS = ("scaled", "unscaled", "control")
+CHANCE = math.log(32)
+
+
+def arm_settings(arm: str, d_k: int) -> tuple[bool, float]:
+    """``(scaled, w_q_gain)`` of an arm at width ``d_k``."""
+    return {"scaled": (True, 1.0), "unscaled": (False, 1.0), "control": (False, 1 / math.sqrt(d_k))}[arm]
+
+
+def test_set() -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The fixed evaluation set of chapter 2: 1024 examples drawn with seed 10 000."""
+    b = associative_recall(1024, 8, 32, 32, torch.Generator().manual_seed(10_000))
+    return b.inputs, b.target
+
+
+def summarise(run, probe) -> dict[str, object]:
+    """What the results file keeps of one run (a ``SeedRun``)."""
+    loss = run.history.loss
+    finite = all(math.isfinite(x) for x in loss)
+    return {
+        "seed": run.seed,
+        "steps_to_leave_chance": steps_to(loss, 0.9 * CHANCE),
+        "steps_to_loss_0.5": steps_to(loss, 0.5),
+        "mean_loss": float(np.mean(loss)) if finite else None,
+        "accuracy": run.accuracy,
+        "test_loss": run.test_loss if math.isfinite(run.test_loss) else None,
+        "logit_std": logit_std(run.model, probe),
+        "independence_ratio": independence_ratio(run.model, probe),
+        "loss_every_5": [round(x, 4) if math.isfinite(x) else None for x in loss[4::5]],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    test = test_set()
+    probe = tuple(x[:256] for x in test[0])
+    results: dict[str, dict[str, dict[str, list[dict[str, object]]]]] = {}
+    for opt_name, (optimizer, lr, clip) in OPTIMISERS.items():
+        for d_k in D_KS:
+            for arm in ARMS:
+                scaled, gain = arm_settings(arm, d_k)
+                runs = train_retrieval(scaled, SEEDS, STEPS, d_k=d_k, test=test, w_q_gain=gain,
+                                       optimizer=optimizer, lr=lr, clip=clip, track=False)
+                entry = [summarise(r, probe) for r in runs]
+                results.setdefault(opt_name, {}).setdefault(str(d_k), {})[arm] = entry
+                print(opt_name, d_k, arm, [e["steps_to_loss_0.5"] for e in entry], flush=True)
+    settings = {
+        "d_ks": list(D_KS), "seeds": list(SEEDS), "steps": STEPS, "arms": list(ARMS),
+        "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},
+        "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
+        "test": "1024 examples, associative_recall seed 10000; probe: its first 256",
+        "threads": 1,
+    }
+    path = write_results(args.out, results, settings)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
