@@ -126,3 +126,18 @@ def test_saved_outputs_were_made_by_the_current_code(path):
     stamp = nb.metadata.get("attention_course", {}).get("executed_code")
     assert stamp == code_hash(nb), (
         f"{path.name}: its code changed since its outputs were saved; run `make refresh NB=book/{path.name}`")
+
+
+def test_bibliography_parses_and_holds_every_cited_key():
+    """references.bib is valid BibTeX (a dropped brace fails the site build late) and every {cite} key exists."""
+    import re
+
+    from pybtex.database import parse_file
+
+    root = Path(__file__).resolve().parents[1]
+    keys = set(parse_file(root / "references.bib").entries)
+    cited = set()
+    for page in [*(root / "book").glob("*.ipynb"), *(root / "book").glob("*.md")]:
+        for group in re.findall(r"\{cite(?::[a-z]+)?\}`([^`]*)`", page.read_text()):
+            cited.update(k.strip() for k in group.split(","))
+    assert cited and cited <= keys, sorted(cited - keys)
