@@ -470,3 +470,16 @@ def test_head_gradients_match_autograd_through_the_model():
         F.cross_entropy(model(*b.inputs), b.target).backward()
         torch.testing.assert_close(g.w_q, model.head.w_q.grad.norm(), rtol=1e-5, atol=0.0)
         torch.testing.assert_close(g.w_k, model.head.w_k.grad.norm(), rtol=1e-5, atol=0.0)
+
+
+def test_train_retrieval_qk_lr_scale_slows_only_w_q_and_w_k():
+    # with qk_lr_scale the AdamW steps of W^Q and W^K shrink by that factor, the other parameters' do not
+    kw = dict(d_k=16, d_model=8, n_pairs=2, key_vocab=4, value_vocab=4, batch=8, clip=None, track=False)
+    start = initial_retrieval_head(False, 0, d_k=16, d_model=8, key_vocab=4, value_vocab=4)
+    (fast,) = train_retrieval(False, seeds=[0], steps=1, **kw)
+    (slow,) = train_retrieval(False, seeds=[0], steps=1, qk_lr_scale=0.25, **kw)
+    for name in ("w_q", "w_k"):
+        d_fast = getattr(fast.model.head, name) - getattr(start.head, name)
+        d_slow = getattr(slow.model.head, name) - getattr(start.head, name)
+        torch.testing.assert_close(d_slow, 0.25 * d_fast, rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(slow.model.head.w_v, fast.model.head.w_v)
