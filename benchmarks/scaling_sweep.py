@@ -1,7 +1,9 @@
 """Chapter 2's training sweep: the recall head with and without 1/√d_k, across widths, optimisers and seeds.
 
-For each width ``d_k`` and each *arm* — ``scaled`` (the paper), ``unscaled``, and ``control`` (unscaled, with W^Q
-divided by √d_k at initialisation: the scaled head's function at step 0) — it trains
+For each width ``d_k`` and each *arm* — ``scaled`` (the paper), ``unscaled``, ``control`` (unscaled, with W^Q
+divided by √d_k at initialisation: the scaled head's function at step 0, whose score steps are the unscaled
+head's) and ``slowed`` (unscaled, with the learning rate of W^Q and W^K divided by √d_k under AdamW and by d_k
+under SGD: the unscaled head's saturated start, with score steps of the scaled head's size) — it trains
 :func:`attention_course.experiments.retrieval.train_retrieval` for 5 seeds under three optimiser settings:
 AdamW with the gradient-norm clipping at 1 that ``train.fit`` applies by default, AdamW without clipping, and
 plain SGD without clipping. Every run records, on the same fixed test set: the steps until the 10-step mean
@@ -12,7 +14,7 @@ std and the independence ratio of the trained head on the probe batch, and the l
 The results, with their provenance (date, command, machine, versions, commit) and the settings, go to
 ``benchmarks/results/scaling_sweep.json``; chapter 2 renders them and re-runs the AdamW entries at d_k = 256 live.
 
-Usage:  python benchmarks/scaling_sweep.py          (about 5 minutes on one CPU core)
+Usage:  python benchmarks/scaling_sweep.py          (about 7 minutes on one CPU core)
 """
 
 from __future__ import annotations
@@ -34,13 +36,20 @@ SEEDS = (0, 1, 2, 3, 4)
 STEPS = 300
 #: name -> (optimizer, lr, clip)
 OPTIMISERS = {"adamw": ("adamw", 3e-3, 1.0), "adamw_noclip": ("adamw", 3e-3, None), "sgd": ("sgd", 0.3, None)}
-ARMS = ("scaled", "unscaled", "control")
+ARMS = ("scaled", "unscaled", "control", "slowed")
 CHANCE = math.log(32)
 
 
-def arm_settings(arm: str, d_k: int) -> tuple[bool, float]:
-    """``(scaled, w_q_gain)`` of an arm at width ``d_k``."""
-    return {"scaled": (True, 1.0), "unscaled": (False, 1.0), "control": (False, 1 / math.sqrt(d_k))}[arm]
+def arm_settings(arm: str, d_k: int, optimizer: str = "adamw") -> tuple[bool, float, float]:
+    """``(scaled, w_q_gain, qk_lr_scale)`` of an arm at width ``d_k`` under ``optimizer``.
+
+    AdamW's step does not grow with the gradient, so dividing the learning rate of W^Q and W^K by √d_k makes the
+    unscaled head's score steps those of the scaled head; SGD's step is the gradient, √d_k times larger in the
+    unscaled head, hence d_k there.
+    """
+    slow = 1 / math.sqrt(d_k) if optimizer == "adamw" else 1 / d_k
+    return {"scaled": (True, 1.0, 1.0), "unscaled": (False, 1.0, 1.0), "control": (False, 1 / math.sqrt(d_k), 1.0),
+            "slowed": (False, 1.0, slow)}[arm]
 
 
 def test_set() -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
@@ -76,9 +85,9 @@ def main() -> None:
     for opt_name, (optimizer, lr, clip) in OPTIMISERS.items():
         for d_k in D_KS:
             for arm in ARMS:
-                scaled, gain = arm_settings(arm, d_k)
+                scaled, gain, qk_lr = arm_settings(arm, d_k, optimizer)
                 runs = train_retrieval(scaled, SEEDS, STEPS, d_k=d_k, test=test, w_q_gain=gain,
-                                       optimizer=optimizer, lr=lr, clip=clip, track=False)
+                                       optimizer=optimizer, lr=lr, clip=clip, track=False, qk_lr_scale=qk_lr)
                 entry = [summarise(r, probe) for r in runs]
                 results.setdefault(opt_name, {}).setdefault(str(d_k), {})[arm] = entry
                 print(opt_name, d_k, arm, [e["steps_to_loss_0.5"] for e in entry], flush=True)
@@ -88,6 +97,8 @@ def main() -> None:
         "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
         "test": "1024 examples, associative_recall seed 10000; probe: its first 256",
         "threads": 1,
+        "threads_note": "every run trains on 1 thread (train.run_seeds, train_retrieval); provenance's "
+                        "torch_threads is the process default, used only outside the runs",
     }
     path = write_results(args.out, results, settings)
     print("wrote", path)

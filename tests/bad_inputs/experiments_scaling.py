@@ -178,6 +178,8 @@ CASES = [
          id="scaling.train_retrieval-track-int"),
     case(train_retrieval, lambda: train_retrieval(True, [0], 10, w_q_gain=float("inf"), **SMALL), ValueError,
          arg="w_q_gain", id="scaling.train_retrieval-w_q_gain-inf"),
+    case(train_retrieval, lambda: train_retrieval(True, [0], 10, qk_lr_scale=0.0, **SMALL), ValueError,
+         arg="qk_lr_scale", id="scaling.train_retrieval-qk_lr_scale-zero"),
     # gradients at the parameters
     case(head_gradients, lambda: head_gradients(nn_linear(), INPUTS, torch.zeros(2, dtype=torch.long)), TypeError,
          arg="model", id="scaling.head_gradients-not-recall-model"),

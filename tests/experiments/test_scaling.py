@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from sympy import stats
 
 from attention_course import softmax
-from attention_course.data import associative_recall
+from attention_course.data import associative_recall, recall_sampler
 from attention_course.experiments.recall import RecallModel
 from attention_course.experiments.scaling import (
     PLACEMENTS,
@@ -470,3 +470,41 @@ def test_head_gradients_match_autograd_through_the_model():
         F.cross_entropy(model(*b.inputs), b.target).backward()
         torch.testing.assert_close(g.w_q, model.head.w_q.grad.norm(), rtol=1e-5, atol=0.0)
         torch.testing.assert_close(g.w_k, model.head.w_k.grad.norm(), rtol=1e-5, atol=0.0)
+
+
+def test_train_retrieval_qk_lr_scale_slows_only_w_q_and_w_k():
+    # with qk_lr_scale the AdamW steps of W^Q and W^K shrink by that factor, the other parameters' do not
+    kw = dict(d_k=16, d_model=8, n_pairs=2, key_vocab=4, value_vocab=4, batch=8, clip=None, track=False)
+    start = initial_retrieval_head(False, 0, d_k=16, d_model=8, key_vocab=4, value_vocab=4)
+    (fast,) = train_retrieval(False, seeds=[0], steps=1, **kw)
+    (slow,) = train_retrieval(False, seeds=[0], steps=1, qk_lr_scale=0.25, **kw)
+    for name in ("w_q", "w_k"):
+        d_fast = getattr(fast.model.head, name) - getattr(start.head, name)
+        d_slow = getattr(slow.model.head, name) - getattr(start.head, name)
+        torch.testing.assert_close(d_slow, 0.25 * d_fast, rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(slow.model.head.w_v, fast.model.head.w_v)
+
+
+def test_control_is_the_scaled_head_with_w_q_learning_rate_times_root_d_k_under_adam():
+    # chapter 2, §2.6: Adam cancels the √d_k of the control's W^Q gradient, so the control trains exactly as
+    # the scaled head with W^Q's learning rate multiplied by √d_k (up to Adam's ε, made negligible here)
+    d = 64
+    control = initial_retrieval_head(False, 0, d_k=d, w_q_gain=1 / 8)
+    fast = initial_retrieval_head(True, 0, d_k=d)
+
+    def adam(model, w_q_lr):
+        rest = [p for p in model.parameters() if p is not model.head.w_q]
+        groups = [{"params": [model.head.w_q], "lr": w_q_lr}, {"params": rest}]
+        return torch.optim.Adam(groups, lr=1e-3, eps=1e-12)
+
+    pairs = ((control, adam(control, 1e-3)), (fast, adam(fast, 8e-3)))
+    sample = recall_sampler(32, 8, 32, 32, 0)
+    for step in range(20):
+        inputs, targets = sample(step)
+        for model, opt in pairs:
+            opt.zero_grad()
+            F.cross_entropy(model(*inputs), targets).backward()
+            opt.step()
+    torch.testing.assert_close(control(*inputs), fast(*inputs), rtol=1e-3, atol=1e-3)
+    moved = (fast.head.w_q - initial_retrieval_head(True, 0, d_k=d).head.w_q).abs().max()
+    assert moved > 1e-2  # the heads did train

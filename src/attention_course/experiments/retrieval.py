@@ -140,6 +140,7 @@ def train_retrieval(
     optimizer: str = "adamw",
     clip: float | None = 1.0,
     track: bool = True,
+    qk_lr_scale: float = 1.0,
 ) -> list[SeedRun]:
     """Train the recall head of :func:`initial_retrieval_head` once per seed (chapter 2's experiment).
 
@@ -161,6 +162,9 @@ def train_retrieval(
         clip: the global gradient-norm clipping threshold applied before each step (None: no clipping). The
             default 1.0 is :func:`~attention_course.train.fit`'s.
         track: record ``logit_std`` and ``independence_ratio`` after every step.
+        qk_lr_scale: multiplies the learning rate of W^Q and W^K only (the other parameters keep ``lr``).
+            Chapter 2's *slowed* arm: the unscaled head with ``1/√d_k`` under AdamW (whose step does not grow
+            with the gradient) or ``1/d_k`` under SGD moves its scores, per step, as far as the scaled head does.
 
     Returns:
         One :class:`~attention_course.train.SeedRun` per seed: the model, its history, its test accuracy and loss.
@@ -179,6 +183,7 @@ def train_retrieval(
     check_choice("optimizer", optimizer, OPTIMIZERS)
     clip = None if clip is None else check_real("clip", clip, low=0.0, open_low=True)
     check_flag("track", track)
+    qk_lr_scale = check_real("qk_lr_scale", qk_lr_scale, low=0.0, open_low=True)
     check_int("key_vocab", key_vocab, low=n_pairs)  # the keys of a sequence are distinct
     check_int("value_vocab", value_vocab, low=2)
     if test is not None and not (isinstance(test, (tuple, list)) and len(test) == 2):
@@ -199,14 +204,19 @@ def train_retrieval(
         "logit_std": lambda m: logit_std(m, probe),
         "independence_ratio": lambda m: independence_ratio(m, probe),
     } if track else None
-    if optimizer == "adamw":
+    if optimizer == "adamw" and qk_lr_scale == 1.0:
         return run_seeds(build, sampler, test, seeds, steps=steps, lr=lr, track=tracked, clip=clip)
     runs = []
-    with cpu_threads(1):  # as run_seeds: one thread, the same summation order on every machine
+    with cpu_threads(1):  # as run_seeds (and fit, for AdamW): one thread, the same summation order on every machine
         for seed in seeds:
             with seeded(seed):
                 model = build()
-            opt = torch.optim.SGD(model.parameters(), lr=lr)
+            qk = [model.head.w_q, model.head.w_k]
+            rest = [p for p in model.parameters() if all(p is not w for w in qk)]
+            groups = [{"params": qk, "lr": lr * qk_lr_scale}, {"params": rest}] if qk_lr_scale != 1.0 \
+                else model.parameters()
+            opt = (torch.optim.SGD(groups, lr=lr) if optimizer == "sgd"
+                   else torch.optim.AdamW(groups, lr=lr, weight_decay=0.0))
             sample, history = sampler(seed), History(extra={name: [] for name in (tracked or {})})
             model.train()
             for step in range(steps):
