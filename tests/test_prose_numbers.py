@@ -43,7 +43,7 @@ def _prose(markdown: str) -> str:
     """The markdown with what is not prose removed; numbers from its math appended."""
     text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
     maths = re.findall(r"\$\$.*?\$\$|\$[^$\n]*\$", text, flags=re.S)
-    in_math = " ".join(m.group() for math in maths for m in MATH_NUMBER.finditer(math))
+    in_math = " ; ".join(m.group() for math in maths for m in MATH_NUMBER.finditer(math))  # not "10 000"-joined
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     text = re.sub(r"\$[^$\n]*\$", " ", text)
     text = re.sub(r"`[^`]*`", " ", text)
