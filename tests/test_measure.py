@@ -198,3 +198,20 @@ def test_device_peak_tflops_matches_whole_names_only():
     assert device_peak_tflops("NVIDIA L40") is None  # not the L4's figure
     assert device_peak_tflops("NVIDIA RTX A1000") is None  # not the A100's
     assert device_peak_tflops("NVIDIA H100 PCIe") == 756.0
+
+
+def test_read_results_finds_the_checkout_and_falls_back_to_the_repository(tmp_path, monkeypatch):
+    """A results file is read from the checkout; a reader with only the package (Colab) downloads it from the
+    course's repository (here a file:// stand-in with GitHub's /raw/main/ layout)."""
+    import json
+
+    from attention_course.measure import read_results
+
+    assert set(read_results("bench_mha")) == {"provenance", "settings", "results"}
+    remote = tmp_path / "repo" / "raw" / "main" / "benchmarks" / "results"
+    remote.mkdir(parents=True)
+    (remote / "only_remote.json").write_text(json.dumps({"results": {"x": 1}}))
+    monkeypatch.chdir(tmp_path)
+    assert read_results("only_remote", repository=f"git+file://{tmp_path / 'repo'}.git") == {"results": {"x": 1}}
+    with pytest.raises(ValueError, match="repository="):
+        read_results("only_remote")

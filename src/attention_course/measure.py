@@ -18,6 +18,7 @@ import shlex
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -34,6 +35,7 @@ __all__ = [
     "device_peak_tflops",
     "peak_memory_bytes",
     "provenance",
+    "read_results",
     "time_interleaved",
     "write_results",
 ]
@@ -355,3 +357,36 @@ def write_results(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def read_results(name: str, repository: str | None = None) -> dict:
+    """The record :func:`write_results` wrote as ``benchmarks/results/<name>.json``: ``{"provenance", "settings",
+    "results"}``.
+
+    Looked for in the checkout the package runs from, then under the current folder and its parent (a notebook
+    in ``book/``). A reader who has only the installed package (Colab) has no such folder: given
+    ``repository`` (the course's URL, e.g. a setup cell's ``REPO``), the file is then downloaded from
+    ``<repository>/raw/main/benchmarks/results/<name>.json``.
+
+    Raises:
+        TypeError: ``name`` or ``repository`` not a string.
+        ValueError: ``name`` not a plain file name, or no such file found and no ``repository`` to fetch it from.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a results file's name such as 'bench_mha', got {describe(name)}")
+    if not name or Path(name).name != name or name.endswith(".json"):
+        raise ValueError(f"name must be a plain name without folder or '.json', such as 'bench_mha', got {name!r}")
+    if repository is not None and not isinstance(repository, str):
+        raise TypeError(f"repository must be the course's URL (a string), got {describe(repository)}")
+    folders = [Path(__file__).resolve().parents[2], Path.cwd(), Path.cwd().parent]
+    for folder in folders:
+        path = folder / "benchmarks" / "results" / f"{name}.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    if repository is None:
+        looked = ", ".join(str(f / "benchmarks" / "results") for f in folders)
+        raise ValueError(f"name must name a results file, got {name!r}, not found in {looked}; pass repository= "
+                         "to download it")
+    base = repository.removeprefix("git+").removesuffix(".git").rstrip("/")
+    with urllib.request.urlopen(f"{base}/raw/main/benchmarks/results/{name}.json", timeout=60) as response:
+        return json.loads(response.read())

@@ -68,3 +68,14 @@ CASES += [
     case(write_results, lambda: write_results("/tmp/never-written.json", {"x": float("nan")}, {}), ValueError,
          arg="results", says="finite", id="measure.write_results-nan"),
 ]
+
+from attention_course.measure import read_results  # noqa: E402
+
+CASES += [
+    case(read_results, lambda: read_results(3), TypeError, arg="name", id="measure.read_results-int"),
+    case(read_results, lambda: read_results("../etc/passwd"), ValueError, arg="name", id="measure.read_results-path"),
+    case(read_results, lambda: read_results("no_such_benchmark"), ValueError, arg="name", says="repository=",
+         id="measure.read_results-missing"),
+    case(read_results, lambda: read_results("bench_mha", repository=1), TypeError, arg="repository",
+         id="measure.read_results-repository"),
+]
