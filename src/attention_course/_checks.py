@@ -177,16 +177,19 @@ def check_same_device(names: Sequence[str], xs: Sequence[torch.Tensor]) -> torch
     return xs[0].device
 
 
-def check_token_ids(name: str, ids: object, vocab: int, *, ndim: int | Sequence[int] = 2,
-                    layout: str = "(batch, n)") -> torch.Tensor:
-    """Integer token ids in ``[0, vocab)``. The range check reads the ids (the one pass over data the package's
-    checks make: ids are d_model times smaller than the embeddings they select, and an out-of-range id on a GPU
-    is an unrecoverable device-side assert rather than an error)."""
-    t = check_tensor(name, ids, kind="integer", ndim=ndim, layout=f"of token ids {layout}")
-    if t.numel():
-        lo, hi = int(t.min()), int(t.max())
+def check_token_ids(name: str, ids: object, vocab: int, *, ndim: int | Sequence[int] | None = 2,
+                    layout: str = "(batch, n)", what: str = "token ids", ignore: int | None = None) -> torch.Tensor:
+    """Integer ids (token ids, or class ids as targets) in ``[0, vocab)``; ids equal to ``ignore`` (a loss's
+    ignore index) are skipped. The range check reads the ids (the one pass over data the package's checks make:
+    ids are d_model times smaller than the embeddings they select, and an out-of-range id on a GPU is an
+    unrecoverable device-side assert rather than an error)."""
+    t = check_tensor(name, ids, kind="integer", ndim=ndim, layout=f"of {what} {layout}")
+    kept = t if ignore is None else t[t != ignore]
+    if kept.numel():
+        lo, hi = int(kept.min()), int(kept.max())
         if lo < 0 or hi >= vocab:
-            raise ValueError(f"{name} must hold token ids in [0, {vocab}), got ids in [{lo}, {hi}]")
+            skipped = "" if ignore is None else f" or {ignore} (ignored)"
+            raise ValueError(f"{name} must hold {what} in [0, {vocab}){skipped}, got ids in [{lo}, {hi}]")
     return t
 
 

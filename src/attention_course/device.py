@@ -50,8 +50,7 @@ def _available_types() -> list[str]:
 
 
 def _available(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    """CUDA and MPS devices were checked by check_device; other types (xla, xpu, …) are refused here."""
     return device.type in _available_types() or device.type == "meta"
 
 

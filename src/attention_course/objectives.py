@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._checks import LOW_PRECISION, as_index, check_int, check_real, check_tensor
+from ._checks import LOW_PRECISION, as_index, check_int, check_real, check_tensor, check_token_ids
 
 __all__ = ["label_smoothed_cross_entropy", "transformer_lr"]
 
@@ -64,14 +64,13 @@ def label_smoothed_cross_entropy(
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"targets must have the logits' shape without the last axis K: got logits "
                          f"{tuple(logits.shape)} = (..., K) and targets {tuple(targets.shape)}")
+    check_token_ids("targets", targets, logits.shape[-1], ndim=None, layout="(...)", what="class ids",
+                    ignore=ignore_index)
     work = torch.float32 if logits.dtype in LOW_PRECISION else logits.dtype
     logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).to(work), dim=-1)
     y = as_index(targets).reshape(-1)
     keep = y != ignore_index
     logp, y = logp[keep], y[keep]
-    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= logits.shape[-1]):  # y is already a fresh copy
-        raise ValueError(f"targets must be class ids in [0, {logits.shape[-1]}) or ignore_index={ignore_index}, "
-                         f"got ids in [{int(y.min())}, {int(y.max())}]")
     nll = -logp.gather(1, y[:, None]).squeeze(1)
     uniform = -logp.mean(dim=-1)
     return ((1.0 - smoothing) * nll + smoothing * uniform).mean().to(logits.dtype)

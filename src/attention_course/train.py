@@ -27,6 +27,7 @@ from ._checks import (
     check_int,
     check_real,
     check_tensor,
+    check_token_ids,
     describe,
 )
 from .device import seeded
@@ -175,10 +176,7 @@ def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore: int = -1
     if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
         raise ValueError(f"targets must have the model's logits' shape without the last axis: got logits "
                          f"{tuple(logits.shape)} = (..., n_classes) and targets {tuple(targets.shape)}")
-    ids = targets[targets != ignore]  # the one pass over targets, as over token ids
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= logits.shape[-1]):
-        raise ValueError(f"targets must be class ids in [0, {logits.shape[-1]}) or {ignore} (ignored), got ids in "
-                         f"[{int(ids.min())}, {int(ids.max())}]")
+    check_token_ids("targets", targets, logits.shape[-1], ndim=None, layout="(...)", what="class ids", ignore=ignore)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(),
                            ignore_index=ignore, **options)
 
