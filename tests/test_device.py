@@ -2,8 +2,17 @@
 
 import pytest
 import torch
+from fake_devices import A100, CPU, H100, MPS, P100, T4, GiB
 
-from attention_course.device import seed_everything, seeded
+from attention_course.device import (
+    DeviceInfo,
+    compute_dtype,
+    device_info,
+    memory_budget,
+    sdpa_backends,
+    seed_everything,
+    seeded,
+)
 
 
 def test_seeded_fixes_the_block_and_restores_the_callers_stream():
@@ -43,3 +52,47 @@ def test_get_device_names_what_it_returns(monkeypatch):
     monkeypatch.setenv("ATTENTION_COURSE_DEVICE", "tpu")
     with pytest.raises(ValueError, match="ATTENTION_COURSE_DEVICE"):
         get_device()
+
+
+# --- choosing sizes and dtypes from a device's properties (chapters 5 and 6) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("info", "dtype"),
+    [(T4, torch.float16), (P100, torch.float16), (A100, torch.bfloat16), (H100, torch.bfloat16),
+     (MPS, torch.float16), (CPU, torch.float32),
+     (DeviceInfo("cuda", "Tesla K80", 11 * GiB, 11 * GiB, (3, 7)), torch.float32)],
+)
+def test_compute_dtype_follows_the_capability(info, dtype):
+    assert compute_dtype(info) == dtype
+
+
+def test_sdpa_backends_skip_what_the_device_lacks_with_a_reason():
+    assert sdpa_backends(A100) == (["flash", "mem-efficient", "cuDNN"], {})
+    assert sdpa_backends(H100)[0] == ["flash", "mem-efficient", "cuDNN"]
+    usable, skipped = sdpa_backends(T4)
+    assert usable == ["mem-efficient"] and set(skipped) == {"flash", "cuDNN"}
+    assert skipped["flash"] == "flash: needs compute capability 8.0, Tesla T4 has 7.5"
+    for info in (MPS, CPU):
+        usable, skipped = sdpa_backends(info)
+        assert usable == [] and all(info.type in why and "\n" not in why for why in skipped.values())
+
+
+def test_memory_budget_is_a_share_of_the_free_memory():
+    assert memory_budget(T4) == int(0.5 * T4.free_bytes)
+    assert memory_budget(H100, share=1.0) == H100.free_bytes
+    assert memory_budget(CPU) is None
+
+
+def test_device_info_reads_the_cpu_and_a_faked_cuda_device(monkeypatch):
+    cpu = device_info("cpu")
+    assert cpu.type == "cpu" and cpu.total_bytes is None and cpu.capability is None and cpu.name
+
+    class Props:  # what torch.cuda.get_device_properties returns on a T4
+        name, major, minor = "Tesla T4", 7, 5
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props())
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (T4.free_bytes, T4.total_bytes))
+    assert device_info("cuda") == T4

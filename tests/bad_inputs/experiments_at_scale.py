@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import torch
 
-from attention_course.experiments.at_scale import attention_implementations, compare_implementations
+from attention_course.device import DeviceInfo
+from attention_course.experiments.at_scale import (
+    RacePlan,
+    attention_implementations,
+    compare_implementations,
+    race_plan,
+)
 
 from . import case
 
 Q, K, V = torch.randn(1, 8, 4), torch.randn(1, 8, 4), torch.randn(1, 8, 4)
+A100 = DeviceInfo("cuda", "NVIDIA A100-SXM4-40GB", 40 * 2**30, 39 * 2**30, (8, 0))
+RESULTS = (RacePlan,)
 
 CASES = [
     case(attention_implementations, lambda: attention_implementations(Q.tolist(), K, V), TypeError, arg="q",
@@ -42,4 +50,13 @@ CASES = [
          arg="q", says="measure_memory=False", id="at_scale.compare_implementations-memory-on-meta"),
     case(compare_implementations, lambda: compare_implementations(Q, K, V, block=2.5), TypeError, arg="block",
          id="at_scale.compare_implementations-block-float"),
+    case(attention_implementations, lambda: attention_implementations(Q, K, V, backends="flash"), TypeError,
+         arg="backends", says="iterable", id="at_scale.attention_implementations-backends-string"),
+    case(compare_implementations, lambda: compare_implementations(Q, K, V, backends=["flashy"]), ValueError,
+         arg="backends", says="flashy", id="at_scale.compare_implementations-backends-unknown"),
+    case(race_plan, lambda: race_plan(A100, sizes=[1024, 0]), ValueError, arg="sizes[1]",
+         id="at_scale.race_plan-size-zero"),
+    case(race_plan, lambda: race_plan(A100, sizes=4096), TypeError, arg="sizes", id="at_scale.race_plan-int"),
+    case(race_plan, lambda: race_plan(A100, heads=1.5), TypeError, arg="heads", id="at_scale.race_plan-heads"),
+    case(race_plan, lambda: race_plan("A100"), TypeError, arg="info", id="at_scale.race_plan-info"),
 ]

@@ -48,3 +48,32 @@ def test_compare_implementations_at_the_edges():
         attention_implementations(q, k.to("meta"), v)
     with pytest.raises(TypeError, match="q, k and v must share a dtype"):
         attention_implementations(q, k.double(), v)
+
+
+def test_race_plan_sizes_the_gpu_race_for_the_devices_readers_have():
+    from fake_devices import A100, CPU, H100, MPS, P100, T4
+
+    from attention_course.experiments.at_scale import NAIVE_BYTES_PER_PAIR, race_plan
+
+    t4 = race_plan(T4)  # Colab: float16, no FlashAttention backend, a shorter sequence
+    assert (t4.n, t4.batch, t4.dtype, t4.backends) == (2048, 4, torch.float16, ["mem-efficient"])
+    assert set(t4.skipped) == {"flash", "cuDNN"}
+    for big in (A100, H100):
+        plan = race_plan(big)
+        assert (plan.n, plan.batch, plan.dtype, plan.skipped) == (4096, 4, torch.bfloat16, {})
+    assert race_plan(P100).dtype == torch.float16
+    for plan, info in ((t4, T4), (race_plan(A100), A100)):
+        assert plan.planned_bytes <= info.free_bytes // 2
+        assert plan.planned_bytes >= NAIVE_BYTES_PER_PAIR * plan.batch * plan.heads * plan.n**2
+    assert race_plan(MPS) is None and race_plan(CPU) is None  # the race times CUDA kernels
+    small = T4._replace(free_bytes=700 * 2**20)  # a busy GPU: batch shrinks before giving up
+    plan = race_plan(small)
+    assert (plan.n, plan.batch) == (1024, 1)
+    assert race_plan(T4._replace(free_bytes=100 * 2**20)) is None
+
+
+def test_attention_implementations_races_only_the_backends_asked_for():
+    from attention_course.experiments.at_scale import attention_implementations
+
+    q = torch.randn(1, 8, 4)
+    assert list(attention_implementations(q, q, q, backends=[])) == ["naive", "tiled", "F.sdpa"]

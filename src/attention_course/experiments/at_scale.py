@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_flag, check_int, check_qkv, check_same_device, check_tensor
+from .._checks import check_flag, check_int, check_ints, check_qkv, check_same_device, check_tensor, describe
 from ..attention import scaled_dot_product_attention
+from ..device import SDPA_BACKEND_NEEDS, DeviceInfo, compute_dtype, memory_budget, sdpa_backends
 from ..masks import causal_mask
 from ..measure import attention_flops, peak_memory_bytes, time_interleaved
 from ..tiled import tiled_attention
 
-__all__ = ["attention_implementations", "compare_implementations"]
+__all__ = ["RacePlan", "attention_implementations", "compare_implementations", "race_plan"]
 
 
 def _check_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -30,7 +32,13 @@ def _check_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def attention_implementations(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, block: int = 128
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    block: int = 128,
+    backends: Iterable[str] | None = None,
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """The attention implementations chapter 6 races, as functions of no arguments returning the output.
 
@@ -44,12 +52,16 @@ def attention_implementations(
         causal: query i attends to keys j ≤ i: upper-left aligned, as ``is_causal`` (naive gets the same mask
             from :func:`~attention_course.masks.causal_mask`).
         block: the tile size of ``tiled``, a positive integer.
+        backends: on CUDA, which pinned backends to include, by the names of
+            :data:`~attention_course.device.SDPA_BACKEND_NEEDS` (default: all; :func:`race_plan` passes those the
+            device can run — a T4 has no FlashAttention backend).
 
     The arguments are checked here, not when the functions run. At the edges (no queries, no keys, an empty
     batch) each function gives what its implementation gives.
     """
     _check_problem(q, k, v)
     causal, block = check_flag("causal", causal), check_int("block", block)
+    wanted = _check_backends(backends)
     mask = None
     if causal:  # the same upper-left alignment as tiled_attention(causal=True) and F.sdpa(is_causal=True)
         mask = causal_mask(q.shape[-2], k.shape[-2], alignment="upper_left", device=q.device)
@@ -68,11 +80,23 @@ def attention_implementations(
 
             return run
 
-        fns["F.sdpa[flash]"] = pinned(SDPBackend.FLASH_ATTENTION)
-        fns["F.sdpa[mem-efficient]"] = pinned(SDPBackend.EFFICIENT_ATTENTION)
-        if hasattr(SDPBackend, "CUDNN_ATTENTION"):
-            fns["F.sdpa[cuDNN]"] = pinned(SDPBackend.CUDNN_ATTENTION)
+        enums = {"flash": "FLASH_ATTENTION", "mem-efficient": "EFFICIENT_ATTENTION", "cuDNN": "CUDNN_ATTENTION"}
+        for name, attr in enums.items():
+            if name in wanted and hasattr(SDPBackend, attr):
+                fns[f"F.sdpa[{name}]"] = pinned(getattr(SDPBackend, attr))
     return fns
+
+
+def _check_backends(backends: Iterable[str] | None) -> list[str]:
+    if backends is None:
+        return list(SDPA_BACKEND_NEEDS)
+    if isinstance(backends, (str, bytes)) or not isinstance(backends, Iterable):
+        raise TypeError(f"backends must be an iterable of backend names such as ['flash'], got {describe(backends)}")
+    names = list(backends)
+    unknown = [b for b in names if b not in SDPA_BACKEND_NEEDS]
+    if unknown:
+        raise ValueError(f"backends must name backends of {list(SDPA_BACKEND_NEEDS)}, got {unknown!r}")
+    return names
 
 
 def compare_implementations(
@@ -86,6 +110,7 @@ def compare_implementations(
     warmup: int = 1,
     num_threads: int | None = None,
     measure_memory: bool = True,
+    backends: Iterable[str] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Race :func:`attention_implementations` on one problem: error, peak memory, interleaved time, TFLOP/s.
 
@@ -99,6 +124,7 @@ def compare_implementations(
         reps, warmup, num_threads: as :func:`~attention_course.measure.time_interleaved` (``num_threads``
             applies on the CPU only).
         measure_memory: skip the memory measurement when False (``peak_bytes`` is then NaN).
+        backends: the pinned CUDA backends to race, as :func:`attention_implementations`.
 
     Returns:
         name → ``{"max_abs_err", "peak_bytes", "median_s", "tflops"}``, where ``max_abs_err`` is against the naive
@@ -120,7 +146,7 @@ def compare_implementations(
     if check_flag("measure_memory", measure_memory) and q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q must be on a CPU or CUDA device to measure memory (or pass measure_memory=False), "
                          f"got one on {q.device}")
-    fns = attention_implementations(q, k, v, causal=causal, block=block)
+    fns = attention_implementations(q, k, v, causal=causal, block=block, backends=backends)
     device = q.device
     ref = fns["naive"]().float()
     errors = {name: float((fn().float() - ref).abs().max()) for name, fn in fns.items()}
@@ -146,3 +172,62 @@ def compare_implementations(
             "tflops": flops / med / 1e12,
         }
     return result
+
+
+class RacePlan(NamedTuple):
+    """The GPU race of chapter 6 sized for one device (:func:`race_plan`).
+
+    Attributes:
+        batch, heads, n, d: the problem, ``(batch, heads, n, d)`` for each of q, k and v.
+        dtype: :func:`~attention_course.device.compute_dtype` of the device.
+        backends: the pinned backends the device can run; ``skipped``: one printable reason per other backend.
+        planned_bytes: the naive implementation's estimated peak, within the device's
+            :func:`~attention_course.device.memory_budget`.
+    """
+
+    batch: int
+    heads: int
+    n: int
+    d: int
+    dtype: torch.dtype
+    backends: list[str]
+    skipped: dict[str, str]
+    planned_bytes: int
+
+
+#: Bytes per (query, key) pair that the naive implementation holds at its peak: the package's softmax keeps about
+#: four n × n buffers, in float32 whatever the input dtype (chapter 6 recorded 16.4 on an H100 at n = 4096, bf16).
+NAIVE_BYTES_PER_PAIR = 17
+
+
+def race_plan(
+    info: DeviceInfo,
+    sizes: Sequence[int] = (1024, 2048, 4096),
+    batch: int = 4,
+    heads: int = 16,
+    d: int = 128,
+) -> RacePlan | None:
+    """Size chapter 6's GPU race for a device, or None off CUDA (the race times CUDA kernels).
+
+    The longest ``n`` of ``sizes`` is chosen (then, if none fits, a smaller ``batch``) whose naive peak, about
+    :data:`NAIVE_BYTES_PER_PAIR` · batch · heads · n² bytes plus q, k, v and the output, stays within
+    :func:`~attention_course.device.memory_budget`; the dtype and the backends come from the device's capability.
+    None as well when not even ``batch = 1`` at the smallest ``n`` fits.
+
+    Raises:
+        TypeError, ValueError: a bad ``info`` (see :func:`~attention_course.device.compute_dtype`) or a size that is
+            not a positive integer.
+    """
+    dtype, (usable, skipped) = compute_dtype(info), sdpa_backends(info)
+    sizes = sorted(check_ints("sizes", sizes), reverse=True)
+    batch, heads, d = check_int("batch", batch), check_int("heads", heads), check_int("d", d)
+    budget = memory_budget(info)
+    if info.type != "cuda" or budget is None:
+        return None
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    for b in range(batch, 0, -1):
+        for n in sizes:
+            need = b * heads * (NAIVE_BYTES_PER_PAIR * n * n + 4 * n * d * itemsize)
+            if need <= budget:
+                return RacePlan(b, heads, n, d, dtype, usable, skipped, need)
+    return None
