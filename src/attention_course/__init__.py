@@ -16,6 +16,7 @@ from .attention import (
     softmax,
 )
 from .device import get_device, seed_everything
+from .flash import flash_attention
 from .multihead import MultiHeadAttention
 from .plots import PALETTE, attention_heatmap, use_style
 from .seq2seq import Seq2SeqTransformer, Transformer, greedy_decode
@@ -31,6 +32,7 @@ __all__ = [
     "attention_entropy",
     "attention_heatmap",
     "attention_per_query",
+    "flash_attention",
     "get_device",
     "greedy_decode",
     "hard_lookup",
