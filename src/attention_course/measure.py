@@ -224,8 +224,9 @@ def attention_flops(
     return int(batch * pairs * 2 * (d_k + d_v))
 
 
-#: Dense (no sparsity) bf16/fp16 tensor-core peaks in TFLOP/s from the vendors' data sheets, matched against
-#: ``torch.cuda.get_device_name()`` (more specific names first).
+#: Dense (no sparsity) 16-bit tensor-core peaks in TFLOP/s from the vendors' data sheets — bfloat16 where the GPU
+#: has bfloat16 tensor cores, float16 on the T4 and V100, which have none (bfloat16 runs far below this there) —
+#: matched against ``torch.cuda.get_device_name()`` (more specific names first).
 PEAK_TFLOPS_16BIT: dict[str, float] = {
     "H100 PCIe": 756.0,
     "H100 NVL": 835.0,

@@ -10,6 +10,7 @@ from attention_course.experiments.at_scale import (
     RacePlan,
     attention_implementations,
     compare_implementations,
+    plain_attention,
     race_plan,
 )
 
@@ -59,4 +60,8 @@ CASES = [
     case(race_plan, lambda: race_plan(A100, sizes=4096), TypeError, arg="sizes", id="at_scale.race_plan-int"),
     case(race_plan, lambda: race_plan(A100, heads=1.5), TypeError, arg="heads", id="at_scale.race_plan-heads"),
     case(race_plan, lambda: race_plan("A100"), TypeError, arg="info", id="at_scale.race_plan-info"),
+    case(plain_attention, lambda: plain_attention(Q, K, V.double()), TypeError, arg="v", says="share a dtype",
+         id="at_scale.plain_attention-dtype"),
+    case(plain_attention, lambda: plain_attention(Q, K, V, mask=torch.ones(8, 8)), TypeError, arg="mask",
+         id="at_scale.plain_attention-float-mask"),
 ]

@@ -14,7 +14,7 @@ def test_compare_implementations_on_cpu(causal):
     gen = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(2, 96, 16, generator=gen) for _ in range(3))
     fns = attention_implementations(q, k, v, causal=causal, block=40)
-    assert set(fns) == {"naive", "tiled", "F.sdpa"}
+    assert set(fns) == {"plain", "naive", "tiled", "F.sdpa"}
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     for fn in fns.values():
         torch.testing.assert_close(fn(), ref, atol=1e-5, rtol=1e-5)
@@ -76,4 +76,17 @@ def test_attention_implementations_races_only_the_backends_asked_for():
     from attention_course.experiments.at_scale import attention_implementations
 
     q = torch.randn(1, 8, 4)
-    assert list(attention_implementations(q, q, q, backends=[])) == ["naive", "tiled", "F.sdpa"]
+    assert list(attention_implementations(q, q, q, backends=[])) == ["plain", "naive", "tiled", "F.sdpa"]
+
+
+def test_plain_attention_is_the_two_matrix_baseline():
+    from attention_course.experiments.at_scale import plain_attention
+    from attention_course.measure import peak_memory_bytes
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 256, 16, generator=g) for _ in range(3))
+    torch.testing.assert_close(plain_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
+    mask = torch.rand(1, 256, 256, generator=g) > 0.5
+    torch.testing.assert_close(plain_attention(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, mask))
+    pairs = 256 * 256 * 4  # bytes of one n × n float32 matrix
+    assert 2 * pairs <= peak_memory_bytes(lambda: plain_attention(q, k, v)) < 3 * pairs

@@ -21,7 +21,7 @@ from ..masks import causal_mask
 from ..measure import attention_flops, peak_memory_bytes, time_interleaved
 from ..tiled import tiled_attention
 
-__all__ = ["RacePlan", "attention_implementations", "compare_implementations", "race_plan"]
+__all__ = ["RacePlan", "attention_implementations", "compare_implementations", "plain_attention", "race_plan"]
 
 
 def _check_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -29,6 +29,29 @@ def _check_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         check_tensor(name, t, layout=layout)
     check_qkv(q, k, v)
     check_same_device(["q", "k", "v"], [q, k, v])
+
+
+def plain_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``softmax(Q Kᵀ/√d_k) V`` as one would write it in plain PyTorch: the honest baseline of chapter 6's race.
+
+    Computed in the inputs' dtype. Its peak holds two ``n_q × n_k`` matrices (the scores while the softmax
+    writes the weights), where the package's teaching version,
+    :func:`~attention_course.scaled_dot_product_attention`, keeps four (it also returns the weights, and computes
+    16-bit inputs in float32). ``mask``: boolean, broadcastable to the scores, True = may attend; a fully masked
+    row gives NaN, as ``torch.softmax`` of ``-inf`` does (the race has none).
+
+    Raises:
+        TypeError, ValueError: as :func:`attention_implementations`, and for a mask that is not boolean.
+    """
+    _check_problem(q, k, v)
+    if mask is not None:
+        check_tensor("mask", mask, kind="bool", layout="(..., n_q, n_k)")
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0)) @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
 
 
 def attention_implementations(
@@ -42,7 +65,9 @@ def attention_implementations(
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """The attention implementations chapter 6 races, as functions of no arguments returning the output.
 
-    ``naive`` (the package's :func:`~attention_course.scaled_dot_product_attention`, which stores the weights),
+    ``plain`` (:func:`plain_attention`, ``softmax(Q Kᵀ/√d_k) V`` in plain PyTorch, the honest baseline), ``naive``
+    (the package's :func:`~attention_course.scaled_dot_product_attention`, the teaching version, which keeps the
+    weights and computes 16-bit inputs in float32),
     ``tiled`` (:func:`~attention_course.tiled.tiled_attention` with ``block × block`` tiles) and ``F.sdpa``
     (PyTorch's fused ``F.scaled_dot_product_attention``, letting PyTorch pick its backend). On CUDA also
     ``F.sdpa[flash]``, ``F.sdpa[mem-efficient]`` and ``F.sdpa[cuDNN]``: the fused call pinned to one backend each.
@@ -66,6 +91,7 @@ def attention_implementations(
     if causal:  # the same upper-left alignment as tiled_attention(causal=True) and F.sdpa(is_causal=True)
         mask = causal_mask(q.shape[-2], k.shape[-2], alignment="upper_left", device=q.device)
     fns: dict[str, Callable[[], torch.Tensor]] = {
+        "plain": lambda: plain_attention(q, k, v, mask),
         "naive": lambda: scaled_dot_product_attention(q, k, v, mask=mask)[0],
         "tiled": lambda: tiled_attention(q, k, v, causal=causal, block_q=block, block_k=block).output,
         "F.sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
