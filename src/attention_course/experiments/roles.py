@@ -40,7 +40,7 @@ from .._checks import (
 from ..attention import scaled_dot_product_attention
 from ..device import seeded
 from ..measure import cpu_threads
-from ..train import Sampler, _batch, _cross_entropy, evaluate, train_step
+from ..train import Sampler, evaluate, fit
 from .recall import AttentionHead, RecallModel
 
 __all__ = [
@@ -289,9 +289,11 @@ def train_budgets(
     """A budget sweep in one run per seed: train as :func:`attention_course.train.run_seeds` does, for the
     largest budget, and score the model on ``test`` after each budget's number of steps (chapter 3).
 
-    The optimiser is AdamW at a constant learning rate, and each sampler draws its batches in order, so the model
-    after ``b`` steps is the one ``run_seeds(..., steps=b)`` returns: every budget's score is that of a run
-    trained for exactly that budget (the tests check it). One CPU thread, as ``run_seeds``.
+    Each seed's run is one :func:`~attention_course.train.fit` for the largest budget, which scores the model
+    (:func:`~attention_course.train.evaluate`) through its ``track`` hook after each budget's step. ``fit`` uses
+    AdamW at a constant learning rate, and each sampler draws its batches in order, so the model after ``b``
+    steps is the one ``run_seeds(..., steps=b)`` returns: every budget's score is that of a run trained for
+    exactly that budget (the tests check it). One CPU thread, as ``run_seeds``.
 
     Args:
         build, make_sampler, test, seeds, lr, clip: as :func:`~attention_course.train.run_seeds`.
@@ -324,17 +326,17 @@ def train_budgets(
         for seed in seeds:
             with seeded(seed):
                 model = build()
-            sample = make_sampler(seed)
-            opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)  # as train.fit
-            losses: list[float] = []
             acc: dict[int, float] = {}
             test_loss: dict[int, float] = {}
-            model.train()
-            for step in range(budgets[-1]):
-                inputs, targets = _batch(sample(step))
-                losses.append(train_step(opt, _cross_entropy(model(*inputs), targets), clip))
-                if step + 1 in budgets:
-                    acc[step + 1], test_loss[step + 1] = evaluate(model, *test)
-            model.eval()
+            done = [0]
+
+            def checkpoint(m: nn.Module, acc=acc, test_loss=test_loss, done=done) -> float:
+                done[0] += 1  # fit calls this after every step
+                if done[0] in budgets:
+                    acc[done[0]], test_loss[done[0]] = evaluate(m, *test)
+                return 0.0
+
+            history = fit(model, make_sampler(seed), budgets[-1], lr, clip=clip, track={"checkpoint": checkpoint})
+            losses = history.loss
             runs.append(BudgetRun(seed, model, losses, acc, test_loss))
     return runs
