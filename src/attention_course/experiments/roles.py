@@ -73,8 +73,9 @@ def attention_alt(
     :math:`\frac{1}{\sqrt{d_k}}\operatorname{softmax}(QK^\top/\sqrt{d_k})\,VW^\top`.
 
     Chapter 3 shows that it is ordinary attention with the value projection :math:`W^V W^\top/\sqrt{d_k}`
-    (see :func:`absorb_alt_weight`), and that its outside factor :math:`1/\sqrt{d_k}` takes outputs out of the
-    convex hull of the values.
+    (see :func:`absorb_alt_weight`): its output is a convex combination of the rows of :math:`VW^\top/\sqrt{d_k}`.
+    Only with a fixed :math:`W = I` does the outside factor take outputs out of the convex hull of the values
+    themselves; with a learned ``W`` (:class:`AltRecallModel`) the factor is absorbed.
 
     Args:
         q: queries ``(..., n_q, d_k)``; k: keys ``(..., n_k, d_k)``; v: values ``(..., n_k, d_v)``.
