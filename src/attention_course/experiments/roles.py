@@ -69,7 +69,7 @@ def _check_rows(name: str, w: torch.Tensor, rows: int, layout: str) -> None:
 def attention_alt(
     q: ArrayLike, k: ArrayLike, v: ArrayLike, w: ArrayLike, mask: ArrayLike | None = None
 ) -> tuple[ArrayLike, ArrayLike]:
-    r"""The seed's "more symmetric" attention (chapter 3),
+    r"""The question's "more symmetric" attention (chapter 3),
     :math:`\frac{1}{\sqrt{d_k}}\operatorname{softmax}(QK^\top/\sqrt{d_k})\,VW^\top`.
 
     Chapter 3 shows that it is ordinary attention with the value projection :math:`W^V W^\top/\sqrt{d_k}`
@@ -79,7 +79,7 @@ def attention_alt(
 
     Args:
         q: queries ``(..., n_q, d_k)``; k: keys ``(..., n_k, d_k)``; v: values ``(..., n_k, d_v)``.
-        w: the fourth matrix, ``(d_out, d_v)`` (it multiplies ``v`` transposed, as in the seed's formula).
+        w: the fourth matrix, ``(d_out, d_v)`` (it multiplies ``v`` transposed, as in the question's formula).
         mask: optional boolean, broadcastable to ``(..., n_q, n_k)``; True = may attend.
 
     Returns:
