@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from attention_course.plots import attention_heatmap, use_style  # noqa: E402
+from attention_course.plots import attention_heatmap, qkv_schematic, use_style  # noqa: E402
 
 
 def test_heatmap_draws_the_weights_and_labels():
@@ -27,3 +27,19 @@ def test_heatmap_of_an_empty_matrix_draws_empty_axes():
         plt.close(ax.figure)
     ax = attention_heatmap(np.zeros((0, 3)), vmax=None)
     plt.close(ax.figure)
+
+
+def test_qkv_schematic_labels_the_flow_and_both_circuits():
+    ax = qkv_schematic()
+    texts = [t.get_text() for t in ax.texts]
+    for label in (r"$\times W^Q$", r"$\times W^K$", r"$\times W^V$", r"$\times W^O$", "$AV$"):
+        assert label in texts
+    assert any(t.startswith("QK circuit") for t in texts) and any(t.startswith("OV circuit") for t in texts)
+    assert any("tokens that ask" in t for t in texts) and not any("decoder" in t for t in texts)
+    plt.close(ax.figure)
+    fig, axes = plt.subplots(1, 2)
+    assert qkv_schematic(axes[1], cross=True) is axes[1] and not axes[0].texts
+    texts = [t.get_text() for t in axes[1].texts]
+    assert any("decoder states" in t for t in texts) and any("encoder states" in t for t in texts)
+    assert any("added to the decoder" in t for t in texts)
+    plt.close(fig)

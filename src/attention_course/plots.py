@@ -11,7 +11,7 @@ import torch
 
 from ._checks import ArrayLike, check_flag, check_instance, check_real, describe
 
-__all__ = ["PALETTE", "use_style", "attention_heatmap"]
+__all__ = ["PALETTE", "use_style", "attention_heatmap", "qkv_schematic"]
 
 #: Okabe & Ito's colour-blind-safe palette.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -110,4 +110,77 @@ def attention_heatmap(
         ax.set_title(title)
     if w.size:  # an empty image has no colour range to show
         ax.figure.colorbar(im, ax=ax, label="weight")
+    return ax
+
+
+def qkv_schematic(ax: plt.Axes | None = None, *, cross: bool = False) -> plt.Axes:
+    r"""Draw how Q, K and V flow through one attention head, with its QK and OV circuits shaded (chapter 3).
+
+    The tokens that ask are projected by :math:`W^Q`; the tokens that are read, by :math:`W^K` and :math:`W^V`.
+    :math:`Q` and :math:`K` meet only in the scores, whose row-wise softmax gives the weights :math:`A`; :math:`V`
+    enters after the softmax, in :math:`AV`, then :math:`W^O`. The shaded regions are the two circuits of
+    Elhage et al. (2021): QK (:math:`W^Q {W^K}^\top`, where each row looks) and OV (:math:`W^V W^O`, what it
+    brings back).
+
+    Args:
+        ax: axes to draw on (a new figure when None); the axes' frame and grid are switched off.
+        cross: label the two sources as in encoder–decoder attention: the decoder's states ask, the encoder's
+            are read, and the output has one row per target position, added to the decoder's residual stream.
+
+    Returns:
+        The axes. Every label is an ``ax.texts`` entry.
+
+    Raises:
+        TypeError: ``ax`` not Axes, ``cross`` not a bool.
+    """
+    cross = check_flag("cross", cross)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 4.6))
+    else:
+        check_instance("ax", ax, plt.Axes)
+    ax.set_xlim(0, 10.6)
+    ax.set_ylim(-0.2, 5.9)
+    ax.axis("off")
+    ax.grid(False)
+    qk_color, ov_color = PALETTE[0], PALETTE[1]
+
+    def region(x0: float, y0: float, w: float, h: float, color: str, label: str, label_x: float) -> None:
+        patch = mpl.patches.FancyBboxPatch((x0, y0), w, h, boxstyle="round,pad=0.05", facecolor=color,
+                                           alpha=0.12, edgecolor=color, lw=1.2)
+        ax.add_patch(patch)
+        ax.text(label_x, y0 + h - 0.12, label, ha="center", va="top", fontsize=9.5, color=color)
+
+    def box(x: float, y: float, w: float, text: str, color: str = "white", h: float = 0.7) -> tuple[float, float]:
+        patch = mpl.patches.FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.04", facecolor=color,
+                                           edgecolor="0.3", lw=1)
+        ax.add_patch(patch)
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9.5)
+        return x + w / 2, y + h / 2
+
+    def arrow(start: tuple[float, float], end: tuple[float, float]) -> None:
+        ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": "0.25", "lw": 1.2})
+
+    region(2.55, 2.0, 5.55, 3.75, qk_color, r"QK circuit $W^Q {W^K}^\top$: where each row looks", 6.2)
+    region(2.55, -0.15, 6.25, 1.6, ov_color, r"OV circuit $W^V W^O$: what it brings back", 4.6)
+    ask = "decoder states $Y$\n($n_{tgt}$ rows)" if cross else "tokens that ask\n($n_q$ rows)"
+    read = "encoder states $X$\n($n_{src}$ rows)" if cross else "tokens that are read\n($n_k$ rows)"
+    src_q, src_kv = box(0.1, 4.3, 2.2, ask, h=0.9), box(0.1, 1.6, 2.2, read, h=0.9)
+    wq, wk, wv = box(2.8, 4.4, 1.0, r"$\times W^Q$"), box(2.8, 2.6, 1.0, r"$\times W^K$"), box(
+        2.8, 0.2, 1.0, r"$\times W^V$")
+    q, k, v = box(4.2, 4.4, 0.6, "$Q$"), box(4.2, 2.6, 0.6, "$K$"), box(4.2, 0.2, 0.6, "$V$")
+    scores = box(5.3, 3.4, 2.6, "$A$ = softmax($QK^\\top/\\sqrt{d_k}$)\neach row sums to 1", h=0.9)
+    av = box(6.1, 0.2, 1.0, "$AV$")
+    wo = box(7.5, 0.2, 1.0, r"$\times W^O$")
+    out = "output: $n_{tgt}$ rows,\nadded to the decoder" if cross else "output:\none row per query"
+    result = box(8.75, 1.6, 1.8, out, h=0.9)
+    arrow((src_q[0] + 1.1, src_q[1]), (wq[0] - 0.5, wq[1]))
+    arrow((src_kv[0] + 1.1, src_kv[1] + 0.15), (wk[0] - 0.5, wk[1]))
+    arrow((src_kv[0] + 1.1, src_kv[1] - 0.15), (wv[0] - 0.5, wv[1]))
+    for a, b in ((wq, q), (wk, k), (wv, v), (v, av)):
+        arrow((a[0] + 0.5 if a is not v else a[0] + 0.3, a[1]), (b[0] - (0.3 if b in (q, k, v) else 0.5), b[1]))
+    arrow((q[0] + 0.3, q[1]), (scores[0] - 0.6, scores[1] + 0.45))
+    arrow((k[0] + 0.3, k[1]), (scores[0] - 0.6, scores[1] - 0.45))
+    arrow((scores[0], scores[1] - 0.45), (av[0], av[1] + 0.35))
+    arrow((av[0] + 0.5, av[1]), (wo[0] - 0.5, wo[1]))
+    arrow((wo[0] + 0.5, wo[1]), (result[0], result[1] - 0.45))
     return ax

@@ -6,14 +6,35 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attention_course.experiments.roles import PreviousTokenModel, absorb_alt_weight, attention_alt, cross_attention
+from attention_course.data import recall_sampler
+from attention_course.experiments.roles import (
+    AltRecallModel,
+    BudgetRun,
+    PreviousTokenModel,
+    absorb_alt_weight,
+    attention_alt,
+    cross_attention,
+    train_budgets,
+)
 
 from . import case
+
+RESULTS = (BudgetRun,)  # what train_budgets returns
 
 Q, K, V, W = torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 6), torch.randn(2, 6)
 Y, X = torch.randn(3, 8), torch.randn(5, 7)
 WQ, WK, WV = torch.randn(8, 4), torch.randn(7, 4), torch.randn(7, 6)
 TOKENS = torch.zeros(2, 6, dtype=torch.long)
+
+
+def _alt() -> AltRecallModel:
+    return AltRecallModel(4, 4, d_model=8, d_k=2)
+
+
+def _budgets(**options):
+    kwargs = {"build": _alt, "make_sampler": lambda seed: recall_sampler(4, 2, 4, 4, seed),
+              "test": recall_sampler(4, 2, 4, 4, 99)(0), "seeds": (0,), "budgets": (1, 2), "lr": 1e-2} | options
+    return train_budgets(**kwargs)
 
 
 def _model(**options) -> PreviousTokenModel:
@@ -89,4 +110,28 @@ CASES = [
          id="roles.PreviousTokenModel.forward-id-out-of-range"),
     case(PreviousTokenModel, lambda: _model()(TOKENS.to("meta")), ValueError, arg="tokens", says="meta",
          id="roles.PreviousTokenModel.forward-device"),
+    # AltRecallModel
+    case(AltRecallModel, lambda: AltRecallModel(4, 4, outside_scale="yes"), TypeError, arg="outside_scale",
+         id="roles.AltRecallModel-outside_scale-str"),
+    case(AltRecallModel, lambda: AltRecallModel(0, 4), ValueError, arg="key_vocab",
+         id="roles.AltRecallModel-key_vocab-zero"),
+    case(AltRecallModel, lambda: _alt()(torch.zeros(2, 2), torch.zeros(2, 2), torch.zeros(2)), TypeError,
+         arg="keys", says="integer", id="roles.AltRecallModel.forward-float-keys"),
+    # train_budgets
+    case(train_budgets, lambda: _budgets(budgets=(2, 1)), ValueError, arg="budgets", says="increasing",
+         id="roles.train_budgets-budgets-decreasing"),
+    case(train_budgets, lambda: _budgets(budgets=(0, 1)), ValueError, arg="budgets[0]",
+         id="roles.train_budgets-budget-zero"),
+    case(train_budgets, lambda: _budgets(budgets=2), TypeError, arg="budgets", says="sequence",
+         id="roles.train_budgets-budgets-int"),
+    case(train_budgets, lambda: _budgets(build=_alt()), TypeError, arg="build", says="function",
+         id="roles.train_budgets-model-not-builder"),
+    case(train_budgets, lambda: _budgets(seeds=(1, 1)), ValueError, arg="seeds", says="each once",
+         id="roles.train_budgets-seeds-repeated"),
+    case(train_budgets, lambda: _budgets(seeds=(-1,)), ValueError, arg="seeds[0]",
+         id="roles.train_budgets-seed-negative"),
+    case(train_budgets, lambda: _budgets(lr=-1.0), ValueError, arg="lr", id="roles.train_budgets-lr-negative"),
+    case(train_budgets, lambda: _budgets(test=(1, 2, 3)), TypeError, arg="test", says="pair",
+         id="roles.train_budgets-test-not-pair"),
+    case(train_budgets, lambda: _budgets(clip=0.0), ValueError, arg="clip", id="roles.train_budgets-clip-zero"),
 ]

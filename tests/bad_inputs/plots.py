@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from attention_course.plots import attention_heatmap  # noqa: E402
+from attention_course.plots import attention_heatmap, qkv_schematic  # noqa: E402
 from bad_inputs import case  # noqa: E402
 
 W = np.full((2, 3), 1 / 3)
@@ -29,4 +29,7 @@ CASES = [
          arg="weights", says="real numbers", id="plots.attention_heatmap-strings"),
     case(attention_heatmap, lambda: attention_heatmap(torch.ones(2, 2, dtype=torch.complex64)), TypeError,
          arg="weights", id="plots.attention_heatmap-complex"),
+    case(qkv_schematic, lambda: qkv_schematic(ax="left"), TypeError, arg="ax", id="plots.qkv_schematic-ax"),
+    case(qkv_schematic, lambda: qkv_schematic(cross="yes"), TypeError, arg="cross",
+         id="plots.qkv_schematic-cross-str"),
 ]

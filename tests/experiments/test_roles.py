@@ -8,8 +8,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_course import scaled_dot_product_attention
-from attention_course.data import previous_token_sampler
-from attention_course.experiments.roles import PreviousTokenModel, absorb_alt_weight, attention_alt, cross_attention
+from attention_course.data import previous_token_sampler, recall_sampler
+from attention_course.device import seeded
+from attention_course.experiments.recall import RecallModel
+from attention_course.experiments.roles import (
+    AltRecallModel,
+    PreviousTokenModel,
+    absorb_alt_weight,
+    attention_alt,
+    cross_attention,
+    train_budgets,
+)
+from attention_course.train import run_seeds
 
 
 def _randn(*shape, seed=0):
@@ -185,3 +195,49 @@ def test_previous_token_model_at_the_edges():
     assert model(tokens[:0]).shape == (0, 8, 5)  # an empty batch
     with pytest.raises(ValueError, match=r"tokens must hold token ids in \[0, 5\)"):
         model(tokens + 5)  # nn.Embedding: a raw IndexError (a device-side assert on a GPU)
+
+
+# --- AttentionAlt in the recall model, and the budget sweep ------------------------------------------------------
+
+def _recall_batch():
+    return recall_sampler(6, 3, 5, 5, seed=3)(0)
+
+
+def test_alt_recall_model_starts_as_the_plain_model_and_applies_the_question_formula():
+    with seeded(0):
+        plain = RecallModel(5, 5, d_model=8, d_k=4)
+    with seeded(0):
+        alt = AltRecallModel(5, 5, d_model=8, d_k=4)
+    with seeded(0):
+        unscaled = AltRecallModel(5, 5, d_model=8, d_k=4, outside_scale=False)
+    for name, p in plain.named_parameters():  # the shared parameters are drawn first, identically
+        torch.testing.assert_close(dict(alt.named_parameters())[name], p, rtol=0, atol=0)
+    assert alt.w.shape == (4, 4) and len(list(alt.parameters())) == len(list(plain.parameters())) + 1
+    (keys, values, query), _ = _recall_batch()
+    x_q, seq = alt.states(keys, values, query)
+    h = alt.head
+    a = torch.softmax((x_q @ h.w_q) @ (seq @ h.w_k).transpose(1, 2) / 2.0, dim=-1)  # √d_k = 2
+    expected = alt.unembed((a @ (seq @ h.w_v) @ alt.w.T / 2.0)[:, 0])
+    torch.testing.assert_close(alt(keys, values, query), expected)
+    torch.testing.assert_close(unscaled.unembed.weight, alt.unembed.weight)
+    out_u = unscaled(keys, values, query)
+    torch.testing.assert_close(out_u, unscaled.unembed((a @ (seq @ h.w_v) @ alt.w.T)[:, 0]))
+
+
+def test_train_budgets_scores_each_budget_as_a_run_of_that_length():
+    test = recall_sampler(50, 3, 5, 5, seed=9)(0)
+
+    def build():
+        return RecallModel(5, 5, d_model=8, d_k=4, tie_kv=True)
+
+    def make(seed):
+        return recall_sampler(8, 3, 5, 5, seed)
+
+    runs = train_budgets(build, make, test, (0, 1), budgets=(5, 12), lr=1e-2)
+    assert [r.seed for r in runs] == [0, 1] and all(len(r.loss) == 12 for r in runs)
+    for budget in (5, 12):
+        reference = run_seeds(build, make, test, (0, 1), steps=budget, lr=1e-2)
+        for r, ref in zip(runs, reference, strict=True):
+            assert r.accuracy[budget] == ref.accuracy and r.test_loss[budget] == ref.test_loss
+            assert r.loss[:budget] == ref.history.loss
+    assert not runs[0].model.training

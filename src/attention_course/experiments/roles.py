@@ -1,5 +1,6 @@
-"""Why Q, K and V play different roles (chapter 3): the question's AttentionAlt, cross-attention, and a causal
-one-head model for the previous-token task, whose W^Q and W^K can be tied.
+"""Why Q, K and V play different roles (chapter 3): the question's AttentionAlt, cross-attention, a one-head
+model for the previous-token task whose W^Q and W^K can be tied, the recall model with AttentionAlt's fourth matrix,
+and a multi-seed runner that scores each run at several training budgets.
 
 The head with tied projections and the associative-recall model that chapter 3 also trains live in
 :mod:`attention_course.experiments.recall` (chapter 2 trains the same model); the QK and OV circuits in
@@ -13,6 +14,8 @@ Notation (row vectors, see the book's notation page): token states ``x`` are
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -21,9 +24,12 @@ from .. import masks
 from .._checks import (
     ArrayLike,
     as_tensor,
+    check_callable,
     check_flag,
     check_int,
+    check_ints,
     check_ndim,
+    check_real,
     check_same_device,
     check_tensor,
     check_token_ids,
@@ -32,9 +38,15 @@ from .._checks import (
     to_output,
 )
 from ..attention import scaled_dot_product_attention
-from .recall import AttentionHead
+from ..device import seeded
+from ..measure import cpu_threads
+from ..train import Sampler, evaluate, fit
+from .recall import AttentionHead, RecallModel
 
-__all__ = ["attention_alt", "absorb_alt_weight", "cross_attention", "PreviousTokenModel"]
+__all__ = [
+    "attention_alt", "absorb_alt_weight", "cross_attention", "PreviousTokenModel", "AltRecallModel", "BudgetRun",
+    "train_budgets",
+]
 
 
 def _tensors(names: list[str], xs: list[object]) -> tuple[bool, list[torch.Tensor]]:
@@ -57,16 +69,17 @@ def _check_rows(name: str, w: torch.Tensor, rows: int, layout: str) -> None:
 def attention_alt(
     q: ArrayLike, k: ArrayLike, v: ArrayLike, w: ArrayLike, mask: ArrayLike | None = None
 ) -> tuple[ArrayLike, ArrayLike]:
-    r"""The seed's "more symmetric" attention (chapter 3),
+    r"""The question's "more symmetric" attention (chapter 3),
     :math:`\frac{1}{\sqrt{d_k}}\operatorname{softmax}(QK^\top/\sqrt{d_k})\,VW^\top`.
 
     Chapter 3 shows that it is ordinary attention with the value projection :math:`W^V W^\top/\sqrt{d_k}`
-    (see :func:`absorb_alt_weight`), and that its outside factor :math:`1/\sqrt{d_k}` takes outputs out of the
-    convex hull of the values.
+    (see :func:`absorb_alt_weight`): its output is a convex combination of the rows of :math:`VW^\top/\sqrt{d_k}`.
+    Only with a fixed :math:`W = I` does the outside factor take outputs out of the convex hull of the values
+    themselves; with a learned ``W`` (:class:`AltRecallModel`) the factor is absorbed.
 
     Args:
         q: queries ``(..., n_q, d_k)``; k: keys ``(..., n_k, d_k)``; v: values ``(..., n_k, d_v)``.
-        w: the fourth matrix, ``(d_out, d_v)`` (it multiplies ``v`` transposed, as in the seed's formula).
+        w: the fourth matrix, ``(d_out, d_v)`` (it multiplies ``v`` transposed, as in the question's formula).
         mask: optional boolean, broadcastable to ``(..., n_q, n_k)``; True = may attend.
 
     Returns:
@@ -217,3 +230,114 @@ class PreviousTokenModel(nn.Module):
     def attention(self, tokens: torch.Tensor) -> torch.Tensor:
         """Attention weights ``(batch, length, length)``: row ``t`` is where position ``t`` looks."""
         return self._run(tokens)[1]
+
+
+class AltRecallModel(RecallModel):
+    r""":class:`~attention_course.experiments.recall.RecallModel` whose head is the question's AttentionAlt
+    (chapter 3): its output is :math:`\frac{1}{\sqrt{d_k}}\operatorname{softmax}(QK^\top/\sqrt{d_k})\,VW^\top`,
+    computed by :func:`attention_alt`, with a learned fourth matrix ``w`` of shape ``(d_k, d_k)``.
+
+    ``outside_scale=False`` drops the outside :math:`1/\sqrt{d_k}` (the control that separates the extra matrix
+    from the extra factor). Every parameter of the plain ``RecallModel`` (untied, scaled, ``init="torch"``) is
+    drawn first, in the same order, so at one seed both models start from the same embeddings, projections and
+    unembedding; ``w`` is drawn last, entries ``N(0, 1/d_k)``. ``forward`` as ``RecallModel``'s.
+    """
+
+    def __init__(
+        self, key_vocab: int, value_vocab: int, d_model: int = 32, d_k: int = 16, *, outside_scale: bool = True
+    ):
+        outside_scale = check_flag("outside_scale", outside_scale)
+        super().__init__(key_vocab, value_vocab, d_model, d_k)
+        self.outside_scale = outside_scale
+        self.w = nn.Parameter(torch.randn(d_k, d_k) / math.sqrt(d_k))
+
+    def forward(self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        x_q, seq = self.states(keys, values, query)
+        head = self.head
+        out, _ = attention_alt(x_q @ head.w_q, seq @ head.w_k, seq @ head.w_v, self.w)
+        if not self.outside_scale:
+            out = out * math.sqrt(head.w_q.shape[1])
+        return self.unembed(out[:, 0])
+
+
+class BudgetRun(NamedTuple):
+    """One seed's run from :func:`train_budgets`.
+
+    Attributes:
+        seed: fixed the initial weights and the training batches.
+        model: the model after the largest budget (in evaluation mode).
+        loss: the training loss at every step, up to the largest budget.
+        accuracy, test_loss: ``{budget: value}`` on the test set after that many steps.
+    """
+
+    seed: int
+    model: nn.Module
+    loss: list[float]
+    accuracy: dict[int, float]
+    test_loss: dict[int, float]
+
+
+def train_budgets(
+    build: Callable[[], nn.Module],
+    make_sampler: Callable[[int], Sampler],
+    test: tuple[tuple[torch.Tensor, ...], torch.Tensor],
+    seeds: Sequence[int],
+    *,
+    budgets: Sequence[int],
+    lr: float,
+    clip: float | None = 1.0,
+) -> list[BudgetRun]:
+    """A budget sweep in one run per seed: train as :func:`attention_course.train.run_seeds` does, for the
+    largest budget, and score the model on ``test`` after each budget's number of steps (chapter 3).
+
+    Each seed's run is one :func:`~attention_course.train.fit` for the largest budget, which scores the model
+    (:func:`~attention_course.train.evaluate`) through its ``track`` hook after each budget's step. ``fit`` uses
+    AdamW at a constant learning rate, and each sampler draws its batches in order, so the model after ``b``
+    steps is the one ``run_seeds(..., steps=b)`` returns: every budget's score is that of a run trained for
+    exactly that budget (the tests check it). One CPU thread, as ``run_seeds``.
+
+    Args:
+        build, make_sampler, test, seeds, lr, clip: as :func:`~attention_course.train.run_seeds`.
+        budgets: increasing step counts, e.g. ``(300, 1200, 4800)``.
+
+    Returns:
+        One :class:`BudgetRun` per seed, in the order of ``seeds``.
+
+    Raises:
+        TypeError: ``build`` or ``make_sampler`` not callable (a model instead of a builder), ``test`` not a pair,
+            a seed or budget not an integer.
+        ValueError: no seeds, repeated or negative seeds; budgets empty, not positive or not increasing; ``lr``
+            negative, ``clip`` not positive.
+    """
+    if isinstance(build, nn.Module) or not callable(build):
+        raise TypeError(f"build must be a function () -> a new model, called once per seed; got {describe(build)}")
+    check_callable("make_sampler", make_sampler, "a function seed -> sampler")
+    if not (isinstance(test, tuple) and len(test) == 2):
+        raise TypeError(f"test must be a pair (inputs, targets), got {describe(test)}")
+    seeds = check_ints("seeds", seeds, low=0)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must name at least one seed, each once, got {seeds}")
+    budgets = check_ints("budgets", budgets, low=1)
+    if not budgets or any(b >= c for b, c in zip(budgets, budgets[1:], strict=False)):
+        raise ValueError(f"budgets must be increasing step counts, at least one, got {budgets}")
+    lr = check_real("lr", lr, low=0.0)
+    clip = None if clip is None else check_real("clip", clip, low=0.0, open_low=True)
+    runs = []
+    with cpu_threads(1):
+        for seed in seeds:
+            with seeded(seed):
+                model = build()
+            acc: dict[int, float] = {}
+            test_loss: dict[int, float] = {}
+            done = [0]
+
+            def checkpoint(m: nn.Module, acc=acc, test_loss=test_loss, done=done) -> float:
+                done[0] += 1  # fit calls this after every step
+                if done[0] in budgets:
+                    acc[done[0]], test_loss[done[0]] = evaluate(m, *test)
+                return 0.0
+
+            history = fit(model, make_sampler(seed), budgets[-1], lr, clip=clip, track={"checkpoint": checkpoint})
+            losses = history.loss
+            runs.append(BudgetRun(seed, model, losses, acc, test_loss))
+    return runs
