@@ -24,7 +24,6 @@ import torch
 from torch import nn
 
 from .._checks import (
-    check_callable,
     check_flag,
     check_generator,
     check_instance,
@@ -612,7 +611,8 @@ def checkpoint_runs(
         TypeError, ValueError: ``build`` not callable; ``seeds`` or ``checkpoints`` empty, repeated or not
             positive integers (seeds may be 0); sizes as :func:`two_query_recall` wants them; ``window < 1``.
     """
-    check_callable("build", build, "a function () -> a new model")
+    if isinstance(build, nn.Module) or not callable(build):  # a model is callable, but is not a builder
+        raise TypeError(f"build must be a function () -> a new model, called once per seed; got {describe(build)}")
     seeds = check_ints("seeds", seeds, low=0)
     checkpoints = sorted(check_ints("checkpoints", checkpoints))
     if len(set(checkpoints)) != len(checkpoints):
