@@ -16,13 +16,17 @@ from pathlib import Path
 import pytest
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = ["01_soft_lookup", "02_scaling"]
+CHAPTERS = ["01_soft_lookup", "02_scaling", "04_multihead"]
 
 #: chapter -> number -> why it may appear without being printed: only facts cited from papers.
 ALLOWED: dict[str, dict[str, str]] = {
     "01_soft_lookup": {},
     "02_scaling": {
         "50": "Gemma 2 caps attention logits with c = 50 (gemma2024gemma2), cited in §2.7",
+    },
+    "04_multihead": {
+        "110": "BERT-base has 110 M parameters (devlin2019bert), cited in §4.2",
+        "340": "BERT-large has 340 M parameters (devlin2019bert), cited in §4.2",
     },
 }
 
