@@ -7,11 +7,15 @@ import numpy as np
 import torch
 
 from attention_course.experiments.heads import (
+    CheckpointRuns,
     HeadSweep,
     ModelConfig,
     PatternFit,
+    ScoreHeads,
+    ScoreHeadsRecall,
     TwoQueryRecall,
     bilinear_scores,
+    checkpoint_runs,
     factorised_scores,
     fit_attention_patterns,
     head_sweep,
@@ -24,7 +28,7 @@ from attention_course.experiments.heads import (
 
 from . import case
 
-RESULTS = (PatternFit, HeadSweep)
+RESULTS = (PatternFit, HeadSweep, CheckpointRuns)
 
 X, WQ, WK, W = torch.randn(5, 6), torch.randn(2, 6, 3), torch.randn(2, 6, 3), torch.randn(2, 6, 6)
 X64 = torch.randn(4, 4, dtype=torch.float64)
@@ -140,4 +144,24 @@ CASES = [
     case(head_sweep, lambda: head_sweep(lr=-5e-3), ValueError, arg="lr", id="heads.head_sweep-lr-negative"),
     case(head_sweep, lambda: head_sweep(n_pairs=1), ValueError, arg="n_pairs", id="heads.head_sweep-n_pairs"),
     case(head_sweep, lambda: head_sweep(test_size=0), ValueError, arg="test_size", id="heads.head_sweep-test_size"),
+    # one W per head, d_k apart from d_v
+    case(ScoreHeads, lambda: ScoreHeads(8, 2, 0, 4), ValueError, arg="d_k", id="heads.ScoreHeads-d_k-zero"),
+    case(ScoreHeads, lambda: ScoreHeads(8, 2, 4, 2.0), TypeError, arg="d_v", id="heads.ScoreHeads-d_v-float"),
+    case(ScoreHeads, lambda: ScoreHeads(8, 2, None, 4)(torch.randn(2, 1, 8), torch.randn(2, 3, 6),
+                                                       torch.randn(2, 3, 6)), ValueError, arg="query",
+         says="(batch, n_q, 8)", id="heads.ScoreHeads.forward-width"),
+    case(ScoreHeads, lambda: ScoreHeads(8, 2, 4, 4)(torch.randn(1, 8), torch.randn(3, 8), torch.randn(3, 8)),
+         ValueError, arg="query", says="3-D", id="heads.ScoreHeads.forward-2d"),
+    case(ScoreHeadsRecall, lambda: ScoreHeadsRecall(8, 2, -1, 4, 8, 5), ValueError, arg="d_k",
+         id="heads.ScoreHeadsRecall-d_k-negative"),
+    case(checkpoint_runs, lambda: checkpoint_runs(_model(), (0,), (2,)), TypeError, arg="build", says="function",
+         id="heads.checkpoint_runs-model-not-builder"),
+    case(checkpoint_runs, lambda: checkpoint_runs(_model, (0,), (2, 2)), ValueError, arg="checkpoints",
+         says="distinct", id="heads.checkpoint_runs-repeated-checkpoint"),
+    case(checkpoint_runs, lambda: checkpoint_runs(_model, (0,), (0,)), ValueError, arg="checkpoints",
+         id="heads.checkpoint_runs-checkpoint-zero"),
+    case(checkpoint_runs, lambda: checkpoint_runs(_model, (-1,), (2,)), ValueError, arg="seeds",
+         id="heads.checkpoint_runs-seed-negative"),
+    case(checkpoint_runs, lambda: checkpoint_runs(_model, (0,), (2,), window=0), ValueError, arg="window",
+         id="heads.checkpoint_runs-window-zero"),
 ]

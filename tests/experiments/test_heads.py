@@ -202,3 +202,35 @@ def test_head_sweep_bookkeeping_and_threads():
     assert sweep.models[4].state_dict().keys() == run.model.state_dict().keys()
     with pytest.raises(ValueError, match="divide d_model"):
         hd.head_sweep(d_model=8, heads=(3,))
+
+
+def test_score_heads_forms_and_shapes():
+    torch.manual_seed(0)
+    q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)
+    for d_k in (None, 1, 4):
+        layer = hd.ScoreHeads(8, 2, d_k, 3)
+        out, w = layer(q, kv, kv)
+        assert out.shape == (3, 2, 8) and w.shape == (3, 2, 2, 5)
+        assert torch.allclose(w.sum(-1), torch.ones(3, 2, 2))
+        assert layer(q, kv, kv, need_weights=False)[1] is None
+    assert hd.ScoreHeads(8, 2, None, 3).score_parameters() == hd.qk_parameters(8, 4, 2, factorised=False)
+    assert hd.ScoreHeads(8, 2, 4, 3).score_parameters() == hd.qk_parameters(8, 4, 2)
+    # the factorised head is a one-W head with W_i = W_i^Q W_i^Kᵀ (and the scale of its own d_k)
+    fact, full = hd.ScoreHeads(8, 2, 8, 3), hd.ScoreHeads(8, 2, None, 3)
+    full.load_state_dict({**{k: v for k, v in fact.state_dict().items() if not k.startswith("w_q")
+                             and not k.startswith("w_k")}, "w": fact.w_q @ fact.w_k.transpose(1, 2)})
+    assert torch.allclose(fact(q, kv, kv)[0], full(q, kv, kv)[0], atol=1e-5)
+
+
+def test_checkpoint_runs_match_head_sweep():
+    runs = hd.checkpoint_runs(lambda: hd.TwoQueryRecall(8, 2, 16, 8), (0, 1), (5, 10), batch=16, test_size=64,
+                              window=4)
+    short = hd.head_sweep(d_model=8, heads=(2,), seeds=(0, 1), steps=5, batch=16, test_size=64)
+    full = hd.head_sweep(d_model=8, heads=(2,), seeds=(0, 1), steps=10, batch=16, test_size=64)
+    assert [s[0] for s in runs.loss] == short.loss[2] and [s[1] for s in runs.loss] == full.loss[2]
+    assert [s[1] for s in runs.accuracy] == full.accuracy[2]
+    assert len(runs.curve[0]) == 3 and runs.checkpoints == [5, 10]
+    assert torch.allclose(torch.tensor(runs.curve[1][2]), torch.tensor(full.runs[2][1].history.loss[8:]).mean())
+    recall = hd.ScoreHeadsRecall(8, 2, None, 4, 16, 8)
+    assert isinstance(recall.attn, hd.ScoreHeads) and recall.attn.w.shape == (2, 8, 8)
+

@@ -38,7 +38,7 @@ from .._checks import (
 from ..data import associative_recall
 from ..measure import cpu_threads
 from ..multihead import MultiHeadAttention
-from ..train import Sampler, run_seeds, train_step
+from ..train import Sampler, SeedRun, evaluate, run_seeds, train_step
 
 __all__ = [
     "ModelConfig",
@@ -56,6 +56,10 @@ __all__ = [
     "TwoQueryRecall",
     "HeadSweep",
     "head_sweep",
+    "ScoreHeads",
+    "ScoreHeadsRecall",
+    "CheckpointRuns",
+    "checkpoint_runs",
 ]
 
 
@@ -418,6 +422,7 @@ class HeadSweep(NamedTuple):
         heads: the numbers of heads tried; ``d_k = d_model // h``.
         accuracy, loss: ``h -> [test accuracy or test cross-entropy per seed]``.
         models: ``h -> the trained model of the first seed``.
+        runs: ``h -> every seed's`` :class:`~attention_course.train.SeedRun` (model and training-loss history).
     """
 
     d_model: int
@@ -425,6 +430,7 @@ class HeadSweep(NamedTuple):
     accuracy: dict[int, list[float]]
     loss: dict[int, list[float]]
     models: dict[int, TwoQueryRecall]
+    runs: dict[int, list[SeedRun]] = {}
 
 
 def head_sweep(
@@ -463,7 +469,7 @@ def head_sweep(
     steps, lr = check_int("steps", steps), check_real("lr", lr, low=0)
     _check_two_query_sizes(check_int("batch", batch), n_pairs, key_vocab, value_vocab)
     test_size = check_int("test_size", test_size)
-    test = two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
+    test = _two_query_test(test_size, n_pairs, key_vocab, value_vocab)
     runs = {
         h: run_seeds(
             lambda h=h: TwoQueryRecall(d_model, h, key_vocab, value_vocab),
@@ -481,4 +487,164 @@ def head_sweep(
         accuracy={h: [r.accuracy for r in rs] for h, rs in runs.items()},
         loss={h: [r.test_loss for r in rs] for h, rs in runs.items()},
         models={h: rs[0].model for h, rs in runs.items()},
+        runs=runs,
     )
+
+
+def _two_query_test(test_size: int, n_pairs: int, key_vocab: int, value_vocab: int):
+    """The held-out set every run of §4.8 is scored on: ``test_size`` questions drawn with seed 10_000."""
+    return two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
+
+
+# ------------------------------------------------------------------- one W per head, d_k apart from d_v
+class ScoreHeads(nn.Module):
+    """Multi-head cross-attention whose score and value widths are set apart: the baseline of chapter 4, §4.6.
+
+    Head ``i`` scores query ``x`` against key ``y`` with :math:`x W_i^Q {W_i^K}^\\top y^\\top / \\sqrt{d_k}`
+    (``d_k`` an integer: two ``d_model × d_k`` factors) or with :math:`x W_i y^\\top / \\sqrt{d_\\text{model}}`
+    (``d_k=None``: one unconstrained ``d_model × d_model`` matrix per head); it reads values of width ``d_v``
+    (:math:`W_i^V`, ``d_model × d_v``, with a bias) and the heads are joined by :math:`W^O`
+    (``num_heads·d_v × d_model``, with a bias). The scores have no bias, so they depend on the weights only
+    through :math:`W_{QK,i}`. Initialisation: every entry of :math:`W^Q, W^K, W_i, W^V` is
+    :math:`N(0, 1/d_\\text{model})`, of :math:`W^O` :math:`N(0, 1/(h d_v))`, biases zero — so at the start the
+    scores of both forms have the same variance, whatever ``d_k``.
+
+    ``forward(query, key, value, need_weights=True)``: ``query`` ``(batch, n_q, d_model)``, ``key`` and ``value``
+    ``(batch, n_k, d_model)``; returns ``(output (batch, n_q, d_model), weights (batch, h, n_q, n_k) or None)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_k: int | None, d_v: int) -> None:
+        super().__init__()
+        d_model, num_heads = check_int("d_model", d_model), check_int("num_heads", num_heads)
+        self.d_k = None if d_k is None else check_int("d_k", d_k)
+        d_v = check_int("d_v", d_v)
+        self.d_model, self.num_heads, self.d_v = d_model, num_heads, d_v
+        std = d_model**-0.5
+        if self.d_k is None:
+            self.w = nn.Parameter(torch.randn(num_heads, d_model, d_model) * std)
+        else:
+            self.w_q = nn.Parameter(torch.randn(num_heads, d_model, self.d_k) * std)
+            self.w_k = nn.Parameter(torch.randn(num_heads, d_model, self.d_k) * std)
+        self.w_v = nn.Parameter(torch.randn(num_heads, d_model, d_v) * std)
+        self.b_v = nn.Parameter(torch.zeros(num_heads, 1, d_v))
+        self.out_proj = nn.Linear(num_heads * d_v, d_model)
+        with torch.no_grad():
+            self.out_proj.weight.normal_(0.0, (num_heads * d_v) ** -0.5)
+            self.out_proj.bias.zero_()
+
+    def score_parameters(self) -> int:
+        """The weights that make the scores: :math:`2h\\,d_\\text{model}d_k`, or :math:`h\\,d_\\text{model}^2`."""
+        return self.w.numel() if self.d_k is None else self.w_q.numel() + self.w_k.numel()
+
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, t, ndim=3, layout="(batch, n, d_model)")
+        if key.shape != value.shape or query.shape[0] != key.shape[0] or {
+            query.shape[-1], key.shape[-1]
+        } != {self.d_model}:
+            raise ValueError(f"expected query (batch, n_q, {self.d_model}) and key, value (batch, n_k, "
+                             f"{self.d_model}), got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        check_flag("need_weights", need_weights)
+        x, y = query[:, None], key[:, None]  # (batch, 1, n, d_model): broadcast over heads
+        if self.d_k is None:
+            scores = (x @ self.w) @ y.transpose(-2, -1) / math.sqrt(self.d_model)
+        else:
+            scores = (x @ self.w_q) @ (y @ self.w_k).transpose(-2, -1) / math.sqrt(self.d_k)
+        weights = scores.softmax(dim=-1)  # (batch, h, n_q, n_k)
+        heads = weights @ (value[:, None] @ self.w_v + self.b_v)  # (batch, h, n_q, d_v)
+        out = self.out_proj(heads.transpose(1, 2).flatten(2))
+        return out, (weights if need_weights else None)
+
+
+class ScoreHeadsRecall(TwoQueryRecall):
+    """:class:`TwoQueryRecall` with its attention layer replaced by a :class:`ScoreHeads` (``num_heads``,
+    ``d_k`` — ``None`` for one ``d_model × d_model`` matrix per head — and ``d_v``); everything else is the same."""
+
+    def __init__(
+        self, d_model: int, num_heads: int, d_k: int | None, d_v: int, key_vocab: int, value_vocab: int
+    ) -> None:
+        super().__init__(d_model, 1, key_vocab, value_vocab)
+        self.attn = ScoreHeads(d_model, num_heads, d_k, d_v)
+
+
+class CheckpointRuns(NamedTuple):
+    """What :func:`checkpoint_runs` returns, one entry per seed (in the order of the seeds).
+
+    Attributes:
+        checkpoints: the steps at which the model was scored.
+        accuracy, loss: ``[seed][checkpoint]`` test accuracy and test cross-entropy.
+        curve: ``[seed]`` the training loss averaged over windows of ``window`` steps.
+        models: the trained models (after the last checkpoint).
+    """
+
+    checkpoints: list[int]
+    accuracy: list[list[float]]
+    loss: list[list[float]]
+    curve: list[list[float]]
+    models: list[nn.Module]
+
+
+def checkpoint_runs(
+    build: object,
+    seeds: Sequence[int],
+    checkpoints: Sequence[int],
+    *,
+    batch: int = 128,
+    lr: float = 5e-3,
+    n_pairs: int = 8,
+    key_vocab: int = 16,
+    value_vocab: int = 8,
+    test_size: int = 2000,
+    window: int = 50,
+) -> CheckpointRuns:
+    """Train ``build()`` on :func:`two_query_recall` as :func:`head_sweep` does, scoring it at several budgets.
+
+    One run per seed trains for ``max(checkpoints)`` steps with :func:`~attention_course.train.run_seeds`
+    (AdamW at a constant learning rate, gradient clipping at 1, one thread; the same seeds, batches and test set
+    as :func:`head_sweep`), and is scored on the test set after each checkpoint's step. The learning rate is
+    constant, so the state at step ``c`` is exactly that of a run trained for ``c`` steps: one run of the longest
+    budget gives all the shorter ones (``head_sweep(..., steps=c)`` reproduces the entry at ``c``).
+
+    Raises:
+        TypeError, ValueError: ``build`` not callable; ``seeds`` or ``checkpoints`` empty, repeated or not
+            positive integers (seeds may be 0); sizes as :func:`two_query_recall` wants them; ``window < 1``.
+    """
+    if isinstance(build, nn.Module) or not callable(build):  # a model is callable, but is not a builder
+        raise TypeError(f"build must be a function () -> a new model, called once per seed; got {describe(build)}")
+    seeds = check_ints("seeds", seeds, low=0)
+    checkpoints = sorted(check_ints("checkpoints", checkpoints))
+    if len(set(checkpoints)) != len(checkpoints):
+        raise ValueError(f"checkpoints must be distinct steps, got {checkpoints}")
+    _check_two_query_sizes(check_int("batch", batch), n_pairs, key_vocab, value_vocab)
+    window, test_size = check_int("window", window), check_int("test_size", test_size)
+    lr = check_real("lr", lr, low=0)
+    test = _two_query_test(test_size, n_pairs, key_vocab, value_vocab)
+    scored: dict[int, list[tuple[float, float]]] = {}  # id(model) -> [(accuracy, loss) per checkpoint]
+    steps_done: dict[int, int] = {}
+
+    def score(model: nn.Module) -> float:
+        step = steps_done[id(model)] = steps_done.get(id(model), 0) + 1
+        if step in checkpoints:
+            result = evaluate(model, *test)
+            scored.setdefault(id(model), []).append((result.accuracy, result.loss))
+        return 0.0
+
+    runs = run_seeds(
+        build,
+        lambda s: two_query_sampler(batch, n_pairs, key_vocab, value_vocab, seed=1_000 + s),
+        test,
+        seeds,
+        steps=checkpoints[-1],
+        lr=lr,
+        track={"score": score},
+    )
+    accuracy = [[a for a, _ in scored[id(r.model)]] for r in runs]
+    loss = [[x for _, x in scored[id(r.model)]] for r in runs]
+    curve = [
+        [sum(r.history.loss[i : i + window]) / len(r.history.loss[i : i + window])
+         for i in range(0, len(r.history.loss), window)]
+        for r in runs
+    ]
+    return CheckpointRuns(checkpoints, accuracy, loss, curve, [r.model for r in runs])
