@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = ["01_soft_lookup", "02_scaling"]
+CHAPTERS = ["01_soft_lookup", "02_scaling", "05_transformer"]
 
 #: chapter -> number -> why it may appear without being printed: only facts cited from papers.
 ALLOWED: dict[str, dict[str, str]] = {
     "01_soft_lookup": {},
     "02_scaling": {
         "50": "Gemma 2 caps attention logits with c = 50 (gemma2024gemma2), cited in §2.7",
+    },
+    "05_transformer": {
+        "10000": "the base of the sinusoidal encoding's frequencies, 10000^(-2i/d) (vaswani2017attention), §5.3",
     },
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attention_course.device import DeviceInfo
-from attention_course.experiments.transformer import ReversalPlan, op_counts, reversal_plan, zeroed_head
+from attention_course.experiments.transformer import ReversalPlan, reversal_plan, zeroed_head
 from attention_course.multihead import MultiHeadAttention
 
 from . import case
@@ -17,7 +17,6 @@ def _enter(attention, head):
 
 
 CASES = [
-    case(op_counts, lambda: op_counts(3), TypeError, arg="fn", id="transformer.op_counts-int"),
     case(reversal_plan, lambda: reversal_plan("cuda"), TypeError, arg="info", id="transformer.reversal_plan-str"),
     case(reversal_plan, lambda: reversal_plan(DeviceInfo("cuda", "x", 2**30, 2**30, None)), ValueError,
          arg="info", says="capability", id="transformer.reversal_plan-capability"),

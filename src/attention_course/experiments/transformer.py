@@ -4,25 +4,22 @@
 trains on. The model and its training budget are the same on every device — the configuration whose results the
 chapter asserts on the CPU (≥ 99 % exact match, the attention-map checks) — so that a reader's GPU reproduces
 those results rather than a different, never-verified run; the device only changes how fast it goes.
-:func:`zeroed_head` removes one attention head's contribution for an ablation, and :func:`op_counts` counts the
-operators a call runs (§5.9 compares the package's model with ``torch.nn.Transformer`` by them).
+:func:`zeroed_head` removes one attention head's contribution for an ablation.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
 
-from .._checks import check_callable, check_instance, check_int
+from .._checks import check_instance, check_int
 from ..device import DeviceInfo, memory_budget
-from ..measure import _profiled
 from ..multihead import MultiHeadAttention
 
-__all__ = ["ReversalPlan", "op_counts", "reversal_plan", "zeroed_head"]
+__all__ = ["ReversalPlan", "reversal_plan", "zeroed_head"]
 
 #: The chapter's model and budget (§5.7): 2 + 2 post-LN layers, d_model 64, 4 heads, 2500 steps of 64 strings.
 REVERSAL_CONFIG = dict(d_model=64, nhead=4, layers=2, d_ff=128, batch=64, steps=2500, warmup=300, factor=0.5)
@@ -100,15 +97,3 @@ def zeroed_head(attention: MultiHeadAttention, head: int) -> Iterator[None]:
         with torch.no_grad():
             weight[:, cols] = saved
 
-
-def op_counts(fn: Callable[[], object]) -> collections.Counter:
-    """How many times ``fn()`` calls each operator, by name, as :mod:`torch.profiler` records them on the CPU.
-
-    Every recorded event counts, nested ones included (``aten::clone`` calls ``aten::copy_``: both count), and
-    autograd's backward functions too. The counts are the same on every machine for a given PyTorch version.
-
-    Raises:
-        TypeError: ``fn`` not callable.
-    """
-    check_callable("fn", fn, "a function of no arguments")
-    return collections.Counter(e.name for e in _profiled(fn).events())
