@@ -18,6 +18,7 @@ from attention_course.measure import (
     cpu_threads,
     device_name,
     device_peak_tflops,
+    op_counts,
     peak_memory_bytes,
     provenance,
     time_interleaved,
@@ -215,3 +216,10 @@ def test_read_results_finds_the_checkout_and_falls_back_to_the_repository(tmp_pa
     assert read_results("only_remote", repository=f"git+file://{tmp_path / 'repo'}.git") == {"results": {"x": 1}}
     with pytest.raises(ValueError, match="repository="):
         read_results("only_remote")
+
+
+def test_op_counts_counts_each_call():
+    x = torch.ones(3)
+    counts = op_counts(lambda: (x.clone(), x.clone(), torch.exp(x)))
+    assert counts["aten::clone"] == 2 and counts["aten::exp"] == 1
+    assert op_counts(lambda: (x.clone(), x.clone(), torch.exp(x))) == counts  # the same every time

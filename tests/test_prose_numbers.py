@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = ["01_soft_lookup", "02_scaling", "03_qkv_roles", "04_multihead", "06_at_scale"]
+CHAPTERS = ["01_soft_lookup", "02_scaling", "03_qkv_roles", "04_multihead", "05_transformer", "06_at_scale"]
 
 #: chapter -> number -> why it may appear without being printed: only facts cited from papers.
 ALLOWED: dict[str, dict[str, str]] = {
@@ -28,6 +28,9 @@ ALLOWED: dict[str, dict[str, str]] = {
     "04_multihead": {
         "110": "BERT-base has 110 M parameters (devlin2019bert), cited in §4.2",
         "340": "BERT-large has 340 M parameters (devlin2019bert), cited in §4.2",
+    },
+    "05_transformer": {
+        "10000": "the base of the sinusoidal encoding's frequencies, 10000^(-2i/d) (vaswani2017attention), §5.3",
     },
     "06_at_scale": {},
 }

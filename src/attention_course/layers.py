@@ -7,12 +7,13 @@ Every layer is a few *sublayers*, each wrapped in a residual connection and laye
   keeps gradients well-scaled in deep stacks.
 
 The sublayers are attention (chapter 4's :class:`~attention_course.multihead.MultiHeadAttention`) and the
-position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``. Parameter names and the order the
-parameters are created in follow :class:`torch.nn.TransformerEncoderLayer` and :class:`torch.nn.TransformerDecoderLayer`
-(``self_attn``, ``multihead_attn``, ``linear1``, ``linear2``, ``norm1``…), so :mod:`attention_course.interop`
-copies PyTorch's layers with ``load_state_dict``. Masks are boolean, True = may attend, keyword-only
-(:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token. The stacks
-:class:`TransformerEncoder` and :class:`TransformerDecoder` and the decoding state :class:`DecoderCache` of
+position-wise feed-forward network ``FFN(x) = act(x W_1 + b_1) W_2 + b_2`` on row vectors ``x``, as the paper
+writes it (``linear1.weight`` stores ``W_1`` transposed, PyTorch's ``(out, in)`` orientation). Parameter names
+and the order the parameters are created in follow :class:`torch.nn.TransformerEncoderLayer` and
+:class:`torch.nn.TransformerDecoderLayer` (``self_attn``, ``multihead_attn``, ``linear1``, ``linear2``, ``norm1``…),
+so :mod:`attention_course.interop` copies PyTorch's layers with ``load_state_dict``. Masks are boolean, True = may
+attend, keyword-only (:mod:`attention_course.masks`); padding is a *key mask* ``(batch, n)``, True = a real token.
+The stacks :class:`TransformerEncoder` and :class:`TransformerDecoder` and the decoding state :class:`DecoderCache` of
 :mod:`attention_course.seq2seq` (which re-exports them) live here too.
 
 At the edges: empty batches and sequences give empty results (as PyTorch's layers); a query whose every key is
