@@ -77,6 +77,19 @@ def test_default_tiles_and_a_given_scale(causal):
 
 
 @needs_triton
+@pytest.mark.parametrize(("block_q", "block_k"), [(32, 16), (16, 32)])
+def test_unequal_tiles_causal(block_q, block_k):
+    """Query and key tiles of different sizes: the causal loops' first and last blocks are then not aligned."""
+    q, k, v = _inputs(1, 2, 45, 45, 16, seed=block_q)
+    out, _ = triton_attention(q, k, v, causal=True, block_q=block_q, block_k=block_k)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, reference, atol=2e-6, rtol=1e-5)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    for a, b in zip(_grads(out, (q, k, v), grad_out), _grads(reference, (q, k, v), grad_out), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@needs_triton
 def test_float16_is_close_to_float32():
     """16-bit inputs: scores and sums in float32, the weights rounded to 16 bits before P·V."""
     q, k, v = _inputs(1, 2, 33, 33, 16, seed=3)

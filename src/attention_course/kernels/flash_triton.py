@@ -231,6 +231,7 @@ class _TritonAttention(torch.autograd.Function):
         return out, lse
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # the kernels have no backward of their own
     def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
         _, dkdv_kernel, dq_kernel = _compiled(interpreting())
         q, k, v, out, lse = ctx.saved_tensors
