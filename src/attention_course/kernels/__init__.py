@@ -3,6 +3,6 @@ compiled at their first call, so the package imports on machines without triton 
 
 from __future__ import annotations
 
-from .flash_triton import triton_attention
+from .flash_triton import interpreting, triton_attention
 
-__all__ = ["triton_attention"]
+__all__ = ["interpreting", "triton_attention"]

@@ -16,15 +16,17 @@ and each row's log-sum-exp ``lse = m + log ℓ``, the one number per row the bac
 tile: :func:`_dkdv_kernel` gives each program ``BLOCK_N`` keys (key blocks outer), walks over all query blocks
 (inner) and accumulates ``dV += Pᵀ dO`` and ``dK += dSᵀ Q`` in registers, ``dS = P ∘ (dO Vᵀ − D)``, writing them
 once; :func:`_dq_kernel` is a second pass with the loops the other way round (query blocks outer) that
-accumulates ``dQ += dS K``. Two passes recompute ``P`` twice, but every output has one writer: no atomic adds,
-and the result does not depend on the order programs run in.
+accumulates ``dQ += dS K``. FlashAttention-2's backward (Dao 2023, Algorithm 2) has the same outer loop over key
+blocks but adds each ``dS K`` into ``dQ`` in memory from inside it, which on a GPU means atomic adds from many
+programs at once; the second pass here recomputes ``P`` once more instead, so that every output has one writer
+and the result does not depend on the order the programs run in.
 
 **Ragged tiles and causality.** Block sizes are powers of two (``tl.arange`` needs them), so the last tile of
 an ``n`` that is not a multiple overhangs the tensor: its loads are masked (``other=0``), its scores set to
 ``-inf`` (weight 0), its stores masked. ``causal=True`` is the upper-left mask (query ``i`` sees keys
 ``j ≤ i``, as ``is_causal``): a tile's scores are masked where ``j > i``, and tiles entirely above the diagonal
-are skipped — the forward and ``dQ`` loops stop at the query block's last row, the ``dK, dV`` loop starts at the
-key block's first column.
+are skipped — the forward and ``dQ`` loops stop after the key block that holds the query block's last query, the
+``dK, dV`` loop starts at the query block that holds the key block's first key.
 
 **Without a GPU.** With the environment variable ``TRITON_INTERPRET=1`` set before the first call, Triton runs
 the same kernels in its numpy interpreter on CPU tensors: slow, but exact enough to test against
@@ -43,7 +45,7 @@ import torch
 from .._checks import check_flag, check_int, check_real, check_same_device, check_tensor, describe
 from ..tiled import TiledOutput
 
-__all__ = ["triton_attention"]
+__all__ = ["interpreting", "triton_attention"]
 
 #: ``triton.language``, bound by :func:`_compiled` at the first call (the kernels below read it as a global).
 tl: Any = None
