@@ -107,12 +107,48 @@ def test_non_contiguous_inputs():
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=2e-6, rtol=1e-5)
 
 
-def test_tile_sizes_follow_the_head_size():
-    assert flash_triton._blocks(24, None, None) == (128, 64, 32, 4)
-    assert flash_triton._blocks(64, None, None) == (128, 64, 64, 4)
-    assert flash_triton._blocks(100, None, None) == (64, 64, 128, 4)
-    assert flash_triton._blocks(256, 16, 32) == (16, 32, 256, 4)
-    assert flash_triton._blocks(3, None, None)[2] == 16  # tl.dot wants sides ≥ 16
+def test_tile_sizes_follow_the_head_size_and_dtype():
+    half, single = torch.float16, torch.float32
+    assert flash_triton._blocks(24, half, None, None) == (128, 64, 32, 4)
+    assert flash_triton._blocks(64, torch.bfloat16, None, None) == (128, 64, 64, 4)
+    assert flash_triton._blocks(64, single, None, None) == (64, 32, 64, 4)
+    assert flash_triton._blocks(100, half, None, None) == (64, 64, 128, 4)
+    assert flash_triton._blocks(256, single, None, None) == (16, 16, 256, 4)
+    assert flash_triton._blocks(256, half, 16, 32) == (16, 32, 256, 4)
+    assert flash_triton._blocks(3, half, None, None)[2] == 16  # tl.dot wants sides ≥ 16
+
+
+@needs_triton
+def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
+    """A GPU whose shared memory holds only 16 × 16 tiles (imitated: the launch raises triton's OutOfResources
+    for larger ones, as a small GPU does): the launches retry with halved tiles and the result is still right."""
+    kernels = flash_triton._compiled(True)
+    tried = []
+
+    class SmallGPU:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **options):
+                tried.append((options["BLOCK_M"], options["BLOCK_N"]))
+                if max(options["BLOCK_M"], options["BLOCK_N"]) > 16:
+                    raise kernels.OutOfResources(99_000, 65_536, "shared memory")
+                return self.kernel[grid](*args, **options)
+            return launch
+
+    for name in ("forward", "dkdv", "dq"):
+        monkeypatch.setattr(kernels, name, SmallGPU(getattr(kernels, name)))
+    monkeypatch.setattr(flash_triton, "_FITTED", {})
+    q, k, v = _inputs(1, 1, 33, 33, 16, seed=4)
+    out, _ = triton_attention(q, k, v, causal=True, block_q=64, block_k=32)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, reference, atol=2e-6, rtol=1e-5)
+    assert tried[:4] == [(64, 32), (32, 32), (32, 16), (16, 16)]
+    grad_out = torch.ones_like(out)
+    for a, b in zip(_grads(out, (q, k, v), grad_out), _grads(reference, (q, k, v), grad_out), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert set(flash_triton._FITTED.values()) == {(16, 16)}
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

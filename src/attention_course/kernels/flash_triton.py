@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import os
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -184,31 +185,67 @@ def interpreting() -> bool:
 
 
 @functools.cache
-def _compiled(interpret: bool) -> tuple[Any, Any, Any]:
-    """The three kernels through ``triton.jit`` (which reads ``TRITON_INTERPRET`` now: hence one set per mode)."""
+def _compiled(interpret: bool) -> SimpleNamespace:
+    """The three kernels through ``triton.jit`` (which reads ``TRITON_INTERPRET`` now: hence one set per mode),
+    and triton's error for a tile that does not fit the GPU."""
     global tl
     try:
         import triton
         import triton.language
+        from triton.runtime.errors import OutOfResources
     except ImportError as error:
         raise ImportError(
             "triton_attention must have triton, got no module named triton: it has wheels for Linux only "
             "(pip install triton); on other systems use attention_course.flash.flash_attention") from error
     tl = triton.language
-    return triton.jit(_forward_kernel), triton.jit(_dkdv_kernel), triton.jit(_dq_kernel)
+    return SimpleNamespace(forward=triton.jit(_forward_kernel), dkdv=triton.jit(_dkdv_kernel),
+                           dq=triton.jit(_dq_kernel), OutOfResources=OutOfResources)
 
 
-def _blocks(d: int, block_q: int | None, block_k: int | None) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps) for head size ``d``: smaller tiles for larger heads, so that a
-    program's tiles of Q, K, V and the accumulator stay within a GPU's registers and shared memory."""
+def _blocks(d: int, dtype: torch.dtype, block_q: int | None, block_k: int | None) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps) for head size ``d`` and the inputs' dtype: smaller tiles for larger
+    heads and for float32, so that a program's tiles fit a GPU's shared memory (compiled for sm_80, 16-bit
+    d = 64 on 128 × 64 tiles uses 24 KiB in the forward kernel and 66 KiB in the dK, dV kernel). A tile that
+    still does not fit the GPU at hand is halved at launch (:func:`_launch`)."""
     block_d = max(16, 1 << (d - 1).bit_length())  # tl.dot wants every side a power of two ≥ 16
+    wide = dtype == torch.float32
     if block_d <= 64:
-        m, n, warps = 128, 64, 4
+        m, n = (64, 32) if wide else (128, 64)
     elif block_d <= 128:
-        m, n, warps = 64, 64, 4
+        m, n = (32, 32) if wide else (64, 64)
     else:
-        m, n, warps = 32, 32, 4
-    return block_q or m, block_k or n, block_d, warps
+        m, n = (16, 16) if wide else (32, 32)
+    return block_q or m, block_k or n, block_d, 4
+
+
+#: (kernel, device, dtype, d, tiles asked for) → the tiles that fitted, so that a GPU too small for the default
+#: tiles pays for the failed launches once.
+_FITTED: dict[tuple, tuple[int, int]] = {}
+
+
+def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, causal: bool, blocks: tuple[int, ...]) -> None:
+    """Run kernel ``name`` over a grid of (tiles of ``rows``, batch · heads); ``rows`` is counted in BLOCK_M
+    (forward, dQ) or BLOCK_N (dK, dV) tiles. On triton's OutOfResources (the tiles need more shared memory than
+    this GPU has), halve the larger tile and try again, down to 16 × 16."""
+    kernels = _compiled(interpreting())
+    block_m, block_n, block_d, warps = blocks
+    key = (name, x.device, x.dtype, block_d, block_m, block_n)
+    block_m, block_n = _FITTED.get(key, (block_m, block_n))
+    batch_heads = x.shape[0] * x.shape[1]
+    while True:
+        per_tile = block_n if name == "dkdv" else block_m
+        options = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}
+        if not interpreting():
+            options["num_warps"] = warps
+        try:
+            getattr(kernels, name)[(-(-rows // per_tile), batch_heads)](*args, **options)
+        except kernels.OutOfResources:
+            if max(block_m, block_n) <= 16:
+                raise
+            block_m, block_n = (block_m, block_n // 2) if block_n >= block_m else (block_m // 2, block_n)
+            continue
+        _FITTED[key] = (block_m, block_n)
+        return
 
 
 class _TritonAttention(torch.autograd.Function):
@@ -216,17 +253,12 @@ class _TritonAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, q, k, v, scale, causal, blocks):  # noqa: ANN001, ANN205 -- autograd API
-        forward_kernel, _, _ = _compiled(interpreting())
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         batch, heads, n_q, d = q.shape
         n_k = k.shape[2]
-        block_m, block_n, block_d, warps = blocks
         out = torch.empty_like(q)
         lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-        grid = (-(-n_q // block_m), batch * heads)
-        extra = {} if interpreting() else {"num_warps": warps}
-        forward_kernel[grid](q, k, v, out, lse, scale, n_q, n_k, d, CAUSAL=causal, BLOCK_M=block_m,
-                             BLOCK_N=block_n, BLOCK_D=block_d, **extra)
+        _launch("forward", n_q, (q, k, v, out, lse, scale, n_q, n_k, d), q, causal, blocks)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = (scale, causal, blocks)
         ctx.mark_non_differentiable(lse)
@@ -235,21 +267,14 @@ class _TritonAttention(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable  # the kernels have no backward of their own
     def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
-        _, dkdv_kernel, dq_kernel = _compiled(interpreting())
         q, k, v, out, lse = ctx.saved_tensors
-        scale, causal, (block_m, block_n, block_d, warps) = ctx.options
-        batch, heads, n_q, d = q.shape
-        n_k = k.shape[2]
+        scale, causal, blocks = ctx.options
+        n_q, d, n_k = q.shape[2], q.shape[3], k.shape[2]
         grad_out = grad_out.contiguous()
         delta = (grad_out.float() * out.float()).sum(-1).contiguous()  # D = rowsum(dO ∘ O), float32
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        options = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}
-        if not interpreting():
-            options["num_warps"] = warps
-        dkdv_kernel[(-(-n_k // block_n), batch * heads)](q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d,
-                                                        **options)
-        dq_kernel[(-(-n_q // block_m), batch * heads)](q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d,
-                                                      **options)
+        _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d), q, causal, blocks)
+        _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, causal, blocks)
         return dq, dk, dv, None, None, None
 
 
@@ -280,7 +305,8 @@ def triton_attention(
             was set before the first call.
         causal: the upper-left causal mask (query ``i`` sees keys ``j ≤ i``), as ``is_causal``.
         scale: multiplies the scores; default :math:`1/\sqrt{d}`.
-        block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d``.
+        block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
+            whose shared memory they overflow, they are halved until they fit.
 
     Returns:
         :class:`~attention_course.tiled.TiledOutput` ``(output, lse)``: the output in ``q``'s dtype and each row's
@@ -315,6 +341,6 @@ def triton_attention(
                          f"call, got a tensor on {device}")
     causal = check_flag("causal", causal)
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
-    blocks = _blocks(d, _check_block("block_q", block_q), _check_block("block_k", block_k))
+    blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
     out, lse = _TritonAttention.apply(q, k, v, scale, causal, blocks)
     return TiledOutput(out, lse)
