@@ -23,7 +23,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from attention_course.flash import flash_attention  # noqa: E402
-from attention_course.kernels import flash_triton, triton_attention  # noqa: E402
+from attention_course.kernels import compile_for_gpu, flash_triton, triton_attention  # noqa: E402
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -149,6 +149,15 @@ def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
     for a, b in zip(_grads(out, (q, k, v), grad_out), _grads(reference, (q, k, v), grad_out), strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     assert set(flash_triton._FITTED.values()) == {(16, 16)}
+
+
+@needs_triton
+def test_the_kernels_compile_for_an_a100_without_one():
+    """Triton's compiler and ptxas run on the CPU: the forward kernel compiles for sm_80 to tensor-core code."""
+    (compiled,) = compile_for_gpu(80, torch.float16, 16, causal=True, kernels=("forward",))
+    assert (compiled.kernel, compiled.arch, compiled.block_d) == ("forward", 80, 16)
+    assert 0 < compiled.shared_bytes <= 163 * 1024
+    assert "mma.sync" in compiled.ptx and ".target sm_80" in compiled.ptx
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

@@ -3,6 +3,6 @@ compiled at their first call, so the package imports on machines without triton 
 
 from __future__ import annotations
 
-from .flash_triton import interpreting, triton_attention
+from .flash_triton import GpuCompilation, compile_for_gpu, interpreting, triton_attention
 
-__all__ = ["interpreting", "triton_attention"]
+__all__ = ["GpuCompilation", "compile_for_gpu", "interpreting", "triton_attention"]

@@ -28,25 +28,40 @@ an ``n`` that is not a multiple overhangs the tensor: its loads are masked (``ot
 are skipped — the forward and ``dQ`` loops stop after the key block that holds the query block's last query, the
 ``dK, dV`` loop starts at the query block that holds the key block's first key.
 
-**Without a GPU.** With the environment variable ``TRITON_INTERPRET=1`` set before the first call, Triton runs
-the same kernels in its numpy interpreter on CPU tensors: slow, but exact enough to test against
+**Without a GPU.** With the environment variable ``TRITON_INTERPRET=1`` set before triton is first imported,
+Triton runs the same kernels in its numpy interpreter on CPU tensors: slow, but exact enough to test against
 :func:`~attention_course.flash.flash_attention` and ``F.scaled_dot_product_attention`` (tests/test_kernels.py).
-triton itself is imported at the first call, never at import, so this module imports where triton is absent.
+This module imports triton at the first call, never at import, so it imports where triton is absent, and setting
+the variable any time before the first call is early enough unless something else imported triton.
+:func:`compile_for_gpu` compiles the kernels for an NVIDIA architecture on a machine without a GPU, to show that
+they compile and how much shared memory their tiles take.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from .._checks import check_flag, check_int, check_real, check_same_device, check_tensor, describe
+from .._checks import (
+    check_choice,
+    check_dtype,
+    check_flag,
+    check_int,
+    check_real,
+    check_same_device,
+    check_tensor,
+    describe,
+)
 from ..tiled import TiledOutput
 
-__all__ = ["interpreting", "triton_attention"]
+__all__ = ["GpuCompilation", "compile_for_gpu", "interpreting", "triton_attention"]
 
 #: ``triton.language``, bound by :func:`_compiled` at the first call (the kernels below read it as a global).
 tl: Any = None
@@ -198,6 +213,13 @@ def _compiled(interpret: bool) -> SimpleNamespace:
             "triton_attention must have triton, got no module named triton: it has wheels for Linux only "
             "(pip install triton); on other systems use attention_course.flash.flash_attention") from error
     tl = triton.language
+    # triton.jit reads TRITON_INTERPRET when it decorates, triton's own library (tl.cdiv, tl.sigmoid, ...) as well:
+    # that was decorated when triton was first imported, and the two must agree.
+    library_interpreted = type(triton.language.standard.cdiv).__name__ == "InterpretedFunction"
+    if library_interpreted != interpret:
+        now = "set" if interpret else "unset"
+        raise RuntimeError(f"TRITON_INTERPRET must be set (or unset) before triton is first imported, got it {now} "
+                           f"after triton was imported {'without' if interpret else 'with'} it: restart Python")
     return SimpleNamespace(forward=triton.jit(_forward_kernel), dkdv=triton.jit(_dkdv_kernel),
                            dq=triton.jit(_dq_kernel), OutOfResources=OutOfResources)
 
@@ -302,7 +324,7 @@ def triton_attention(
     Args:
         q: queries ``(batch, heads, n_q, d)``; k, v: keys and values ``(batch, heads, n_k, d)``; one floating
             dtype (float32, float16 or bfloat16), on a CUDA device — or on the CPU when ``TRITON_INTERPRET=1``
-            was set before the first call.
+            was set before triton was first imported (at the latest, before the first call).
         causal: the upper-left causal mask (query ``i`` sees keys ``j ≤ i``), as ``is_causal``.
         scale: multiplies the scores; default :math:`1/\sqrt{d}`.
         block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
@@ -318,6 +340,7 @@ def triton_attention(
         TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s, a non-bool ``causal``.
         ValueError: shapes that do not fit, ``d > 256``, an empty tensor, tensors on different devices or on the
             CPU without ``TRITON_INTERPRET=1``, a bad block size. ImportError: triton is not installed.
+        RuntimeError: ``TRITON_INTERPRET`` was changed after triton was imported.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, ndim=4, layout=_LAYOUTS[name])
@@ -337,10 +360,104 @@ def triton_attention(
         raise ValueError(f"q must have a head size d ≤ {MAX_HEAD_DIM}, got d = {d}")
     device = check_same_device(("q", "k", "v"), (q, k, v))
     if device.type != "cuda" and not (device.type == "cpu" and interpreting()):
-        raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before the first "
-                         f"call, got a tensor on {device}")
+        raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
+                         f"imported, got a tensor on {device}")
     causal = check_flag("causal", causal)
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
     out, lse = _TritonAttention.apply(q, k, v, scale, causal, blocks)
     return TiledOutput(out, lse)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compiling for a GPU one does not have
+# ---------------------------------------------------------------------------------------------------------------
+
+_TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_POINTERS = {"forward": ("Q", "K", "V", "O", "LSE*"), "dkdv": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DK", "DV"),
+             "dq": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DQ")}  # *: float32 whatever the inputs' dtype
+
+
+class GpuCompilation(NamedTuple):
+    """One kernel compiled ahead of time for an NVIDIA architecture by :func:`compile_for_gpu`."""
+
+    kernel: str  #: "forward", "dkdv" or "dq"
+    arch: int  #: compute capability × 10: 80 for an A100, 90 for an H100
+    block_m: int
+    block_n: int
+    block_d: int
+    shared_bytes: int  #: shared memory one program needs (the GPU's limit per block: 64 KiB on a T4, 163 on an A100)
+    ptx: str  #: the PTX assembly Triton generated (``mma`` instructions are the tensor cores)
+
+
+def compile_for_gpu(
+    arch: int = 90,
+    dtype: torch.dtype = torch.bfloat16,
+    d: int = 64,
+    *,
+    causal: bool = False,
+    kernels: tuple[str, ...] = ("forward", "dkdv", "dq"),
+    block_q: int | None = None,
+    block_k: int | None = None,
+) -> list[GpuCompilation]:
+    """Compile the kernels for an NVIDIA GPU without one: Triton's compiler and ``ptxas`` run on the CPU, so a
+    machine with no GPU can check that the code compiles for, say, an H100 and how much shared memory its tiles
+    take (what decides whether a launch fits a smaller GPU). Runs in a fresh Python without ``TRITON_INTERPRET``
+    (triton compiles for a GPU only if imported that way); takes a few seconds per kernel.
+
+    Args:
+        arch: compute capability × 10, one of 80 (A100), 86, 89 (consumer Ampere, Ada), 90 (H100).
+        dtype: the inputs' dtype (float32, float16 or bfloat16).
+        d: head size, 1 to 256; causal, block_q, block_k: as :func:`triton_attention`.
+        kernels: which of "forward", "dkdv", "dq" to compile.
+
+    Raises:
+        TypeError, ValueError: bad arguments. ImportError: triton is not installed. RuntimeError: the compiler
+            failed (its message attached).
+    """
+    arch = check_choice("arch", arch, (80, 86, 89, 90))
+    dtype = check_dtype("dtype", dtype)
+    if dtype not in _DTYPES:
+        raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
+    d = check_int("d", d, high=MAX_HEAD_DIM)
+    causal = check_flag("causal", causal)
+    if isinstance(kernels, str) or not isinstance(kernels, (tuple, list)) or not kernels:
+        raise TypeError(f"kernels must be a non-empty tuple of kernel names, got {describe(kernels)}")
+    for name in kernels:
+        check_choice("kernels", name, tuple(_POINTERS))
+    block_m, block_n, block_d, warps = _blocks(d, dtype, _check_block("block_q", block_q),
+                                               _check_block("block_k", block_k))
+    # In a fresh Python without TRITON_INTERPRET: triton compiles for a GPU only if it was imported that way.
+    request = {"arch": arch, "dtype": _TRITON_TYPES[dtype], "kernels": list(kernels), "warps": warps,
+               "constants": {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = f"from attention_course.kernels.flash_triton import _compile_here; _compile_here({json.dumps(request)!r})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if done.returncode:
+        if "must have triton" in done.stderr:
+            raise ImportError(done.stderr.strip().splitlines()[-1].split(": ", 1)[-1])
+        raise RuntimeError(f"compiling for sm_{arch} failed:\n{done.stderr[-2000:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return [GpuCompilation(name, arch, block_m, block_n, block_d, shared, ptx) for name, shared, ptx in found]
+
+
+def _compile_here(request: str) -> None:
+    """compile_for_gpu's work, in the fresh process it starts: prints [(kernel, shared bytes, PTX)] as JSON."""
+    request = json.loads(request)
+    compiled = _compiled(False)
+    import triton  # after _compiled, which explains a missing triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    pointer = f"*{request['dtype']}"
+    scalars = {"scale": "fp32", "N_Q": "i32", "N_K": "i32", "D": "i32"}
+    constants = request["constants"]
+    found = []
+    for name in request["kernels"]:
+        pointers = {p.rstrip("*"): "*fp32" if p.endswith("*") else pointer for p in _POINTERS[name]}
+        signature = pointers | scalars | dict.fromkeys(constants, "constexpr")
+        kernel = triton.compile(ASTSource(getattr(compiled, name), signature, constants),
+                                target=GPUTarget("cuda", request["arch"], 32), options={"num_warps": request["warps"]})
+        found.append((name, kernel.metadata.shared, kernel.asm["ptx"]))
+    print(json.dumps(found))
