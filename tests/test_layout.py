@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attention_course"
-LIBRARY = sorted(PACKAGE.glob("*.py"))
+LIBRARY = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "kernels").glob("*.py"))
 EXPERIMENTS = sorted((PACKAGE / "experiments").glob("*.py"))
 MAX_LINES = 500
 
@@ -37,7 +37,7 @@ def test_the_package_has_a_library_and_experiments():
     assert len(LIBRARY) > 10 and EXPERIMENTS
 
 
-@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_library_module_imports_no_experiment_and_no_private_name(path):
     for module, names in _imports(path):
         assert not module.startswith("attention_course.experiments"), f"{path.name} imports {module}"
@@ -54,7 +54,7 @@ def test_experiment_uses_only_public_library_names(path):
             f"experiments/{path.name} reaches into {module}'s private names {private}")
 
 
-@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_library_module_is_short_enough_to_read(path):
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.name} has {lines} lines (more than {MAX_LINES}): split it"

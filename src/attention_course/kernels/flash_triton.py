@@ -1,0 +1,463 @@
+"""FlashAttention-2 as Triton kernels (chapter 6): the forward pass and the backward pass of
+:mod:`attention_course.flash`, each tile now one block of a GPU program instead of a PyTorch call.
+
+A Triton kernel is a Python function run once per *program*; a launch runs a grid of them, here one per block of
+rows and per (batch, head). Inside, ``tl.load`` and ``tl.store`` move whole tiles between memory and the
+program's registers, ``tl.dot`` multiplies tiles, and every other operation is element-wise on tiles — what
+``tiled.py`` writes with PyTorch slices, without the round trips to memory between the operations.
+
+**Forward** (:func:`_forward_kernel`, Dao 2023, Algorithm 1): each program owns ``BLOCK_M`` queries (the outer
+loop is the grid) and walks over the keys ``BLOCK_N`` at a time (the inner loop), carrying the online-softmax
+state ``(m, ℓ, acc)`` of :mod:`attention_course.tiled`; it divides by ``ℓ`` once at the end and writes the output
+and each row's log-sum-exp ``lse = m + log ℓ``, the one number per row the backward pass needs.
+
+**Backward**, from what the forward pass saved — ``Q``, ``K``, ``V``, ``O`` and ``lse`` — with
+``D = rowsum(dO ∘ O)`` (one line of PyTorch, linear in ``n``) and ``P_ij = exp(S_ij − lse_i)`` recomputed tile by
+tile: :func:`_dkdv_kernel` gives each program ``BLOCK_N`` keys (key blocks outer), walks over all query blocks
+(inner) and accumulates ``dV += Pᵀ dO`` and ``dK += dSᵀ Q`` in registers, ``dS = P ∘ (dO Vᵀ − D)``, writing them
+once; :func:`_dq_kernel` is a second pass with the loops the other way round (query blocks outer) that
+accumulates ``dQ += dS K``. FlashAttention-2's backward (Dao 2023, Algorithm 2) has the same outer loop over key
+blocks but adds each ``dS K`` into ``dQ`` in memory from inside it, which on a GPU means atomic adds from many
+programs at once; the second pass here recomputes ``P`` once more instead, so that every output has one writer
+and the result does not depend on the order the programs run in.
+
+**Ragged tiles and causality.** Block sizes are powers of two (``tl.arange`` needs them), so the last tile of
+an ``n`` that is not a multiple overhangs the tensor: its loads are masked (``other=0``), its scores set to
+``-inf`` (weight 0), its stores masked. ``causal=True`` is the upper-left mask (query ``i`` sees keys
+``j ≤ i``, as ``is_causal``): a tile's scores are masked where ``j > i``, and tiles entirely above the diagonal
+are skipped — the forward and ``dQ`` loops stop after the key block that holds the query block's last query, the
+``dK, dV`` loop starts at the query block that holds the key block's first key.
+
+**Without a GPU.** With the environment variable ``TRITON_INTERPRET=1`` set before triton is first imported,
+Triton runs the same kernels in its numpy interpreter on CPU tensors: slow, but exact enough to test against
+:func:`~attention_course.flash.flash_attention` and ``F.scaled_dot_product_attention`` (tests/test_kernels.py).
+This module imports triton at the first call, never at import, so it imports where triton is absent, and setting
+the variable any time before the first call is early enough unless something else imported triton.
+:func:`compile_for_gpu` compiles the kernels for an NVIDIA architecture on a machine without a GPU, to show that
+they compile and how much shared memory their tiles take.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any, NamedTuple
+
+import torch
+
+from .._checks import (
+    check_choice,
+    check_dtype,
+    check_flag,
+    check_int,
+    check_real,
+    check_same_device,
+    check_tensor,
+    describe,
+)
+from ..tiled import TiledOutput
+
+__all__ = ["GpuCompilation", "compile_for_gpu", "interpreting", "triton_attention"]
+
+#: ``triton.language``, bound by :func:`_compiled` at the first call (the kernels below read it as a global).
+tl: Any = None
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_LAYOUTS = {"q": "(batch, heads, n_q, d)", "k": "(batch, heads, n_k, d)", "v": "(batch, heads, n_k, d)"}
+MAX_HEAD_DIM = 256
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The kernels (plain functions here; _compiled() hands them to triton.jit at the first call)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -- Triton's kernel arguments
+                    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One program: BLOCK_M queries of one (batch, head) against every visible key, online softmax."""
+    block, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols_d = tl.arange(0, BLOCK_D)
+    Q, O, LSE = Q + bh * N_Q * D, O + bh * N_Q * D, LSE + bh * N_Q  # this (batch, head)'s slices
+    K, V = K + bh * N_K * D, V + bh * N_K * D
+    row_ok = rows[:, None] < N_Q
+    q = tl.load(Q + rows[:, None] * D + cols_d[None, :], mask=row_ok & (cols_d[None, :] < D), other=0.0)
+
+    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of each row's scores
+    ell = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(s - m)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # running sum of exp(s - m) v
+    if CAUSAL:
+        end = tl.minimum((block + 1) * BLOCK_M, N_K)  # key blocks past this block's last query are all masked
+    else:
+        end = N_K
+    for start in range(0, end, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
+        k = tl.load(K + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(V + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_M, BLOCK_N) scores, float32
+        visible = cols[None, :] < N_K
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= rows[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        # Key 0 is visible to every row and lies in the first tile, so m is finite from the first tile on.
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        rescale = tl.exp(m - m_new)  # exp(-inf) = 0 on the first tile
+        p = tl.exp(s - m_new[:, None])
+        ell = ell * rescale + tl.sum(p, axis=1)
+        acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v)  # 16-bit inputs: P rounded to 16 bits, as fused
+        m = m_new  # kernels do
+    out = acc / ell[:, None]  # normalise once
+    tl.store(O + rows[:, None] * D + cols_d[None, :], out.to(O.dtype.element_ty), mask=row_ok & (cols_d[None, :] < D))
+    tl.store(LSE + rows, m + tl.log(ell), mask=rows < N_Q)
+
+
+def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, N_Q, N_K, D,  # noqa: ANN001, N803
+                 CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One program: BLOCK_N keys of one (batch, head); walks over the query blocks, accumulating dK and dV."""
+    block, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols_d = tl.arange(0, BLOCK_D)
+    Q, DO, LSE, DELTA = Q + bh * N_Q * D, DO + bh * N_Q * D, LSE + bh * N_Q, DELTA + bh * N_Q
+    K, V, DK, DV = K + bh * N_K * D, V + bh * N_K * D, DK + bh * N_K * D, DV + bh * N_K * D
+    kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
+    k = tl.load(K + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(V + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    if CAUSAL:
+        first = (block * BLOCK_N // BLOCK_M) * BLOCK_M  # queries before this block's first key see none of it
+    else:
+        first = 0
+    for start in range(first, N_Q, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        q_mask = (rows[:, None] < N_Q) & (cols_d[None, :] < D)
+        q = tl.load(Q + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
+        do = tl.load(DO + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
+        lse = tl.load(LSE + rows, mask=rows < N_Q, other=0.0)
+        delta = tl.load(DELTA + rows, mask=rows < N_Q, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale
+        visible = (rows[:, None] < N_Q) & (cols[None, :] < N_K)
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= rows[:, None])
+        p = tl.where(visible, tl.exp(s - lse[:, None]), 0.0)  # the tile of the weights, recomputed
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = Pᵀ dO
+        dp = tl.dot(do, tl.trans(v))  # dP = dO Vᵀ
+        ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # dK = scale · dSᵀ Q (scaled once, below)
+    tl.store(DK + cols[:, None] * D + cols_d[None, :], (dk * scale).to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + cols[:, None] * D + cols_d[None, :], dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, N_Q, N_K, D,  # noqa: ANN001, N803
+               CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One program: BLOCK_M queries of one (batch, head); walks over the visible key blocks, accumulating dQ."""
+    block, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols_d = tl.arange(0, BLOCK_D)
+    Q, DO, DQ = Q + bh * N_Q * D, DO + bh * N_Q * D, DQ + bh * N_Q * D
+    LSE, DELTA = LSE + bh * N_Q, DELTA + bh * N_Q
+    K, V = K + bh * N_K * D, V + bh * N_K * D
+    q_mask = (rows[:, None] < N_Q) & (cols_d[None, :] < D)
+    q = tl.load(Q + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
+    do = tl.load(DO + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
+    lse = tl.load(LSE + rows, mask=rows < N_Q, other=0.0)
+    delta = tl.load(DELTA + rows, mask=rows < N_Q, other=0.0)
+
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    if CAUSAL:
+        end = tl.minimum((block + 1) * BLOCK_M, N_K)
+    else:
+        end = N_K
+    for start in range(0, end, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
+        k = tl.load(K + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(V + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale
+        visible = (rows[:, None] < N_Q) & (cols[None, :] < N_K)
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= rows[:, None])
+        p = tl.where(visible, tl.exp(s - lse[:, None]), 0.0)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k)  # dQ = scale · dS K (scaled once, below)
+    tl.store(DQ + rows[:, None] * D + cols_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=q_mask)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compiling and launching
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def interpreting() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks for Triton's CPU interpreter (read as triton reads it)."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+@functools.cache
+def _compiled(interpret: bool) -> SimpleNamespace:
+    """The three kernels through ``triton.jit`` (which reads ``TRITON_INTERPRET`` now: hence one set per mode),
+    and triton's error for a tile that does not fit the GPU."""
+    global tl
+    try:
+        import triton
+        import triton.language
+        from triton.runtime.errors import OutOfResources
+    except ImportError as error:
+        raise ImportError(
+            "triton_attention must have triton, got no module named triton: it has wheels for Linux only "
+            "(pip install triton); on other systems use attention_course.flash.flash_attention") from error
+    tl = triton.language
+    # triton.jit reads TRITON_INTERPRET when it decorates, triton's own library (tl.cdiv, tl.sigmoid, ...) as well:
+    # that was decorated when triton was first imported, and the two must agree.
+    library_interpreted = type(triton.language.standard.cdiv).__name__ == "InterpretedFunction"
+    if library_interpreted != interpret:
+        now = "set" if interpret else "unset"
+        raise RuntimeError(f"TRITON_INTERPRET must be set (or unset) before triton is first imported, got it {now} "
+                           f"after triton was imported {'without' if interpret else 'with'} it: restart Python")
+    return SimpleNamespace(forward=triton.jit(_forward_kernel), dkdv=triton.jit(_dkdv_kernel),
+                           dq=triton.jit(_dq_kernel), OutOfResources=OutOfResources)
+
+
+def _blocks(d: int, dtype: torch.dtype, block_q: int | None, block_k: int | None) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps) for head size ``d`` and the inputs' dtype: smaller tiles for larger
+    heads and for float32, so that a program's tiles fit a GPU's shared memory (compiled for sm_80, 16-bit
+    d = 64 on 128 × 64 tiles uses 24 KiB in the forward kernel and 66 KiB in the dK, dV kernel). A tile that
+    still does not fit the GPU at hand is halved at launch (:func:`_launch`)."""
+    block_d = max(16, 1 << (d - 1).bit_length())  # tl.dot wants every side a power of two ≥ 16
+    wide = dtype == torch.float32
+    if block_d <= 64:
+        m, n = (64, 32) if wide else (128, 64)
+    elif block_d <= 128:
+        m, n = (32, 32) if wide else (64, 64)
+    else:
+        m, n = (16, 16) if wide else (32, 32)
+    return block_q or m, block_k or n, block_d, 4
+
+
+#: (kernel, device, dtype, d, tiles asked for) → the tiles that fitted, so that a GPU too small for the default
+#: tiles pays for the failed launches once.
+_FITTED: dict[tuple, tuple[int, int]] = {}
+
+
+def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, causal: bool, blocks: tuple[int, ...]) -> None:
+    """Run kernel ``name`` over a grid of (tiles of ``rows``, batch · heads); ``rows`` is counted in BLOCK_M
+    (forward, dQ) or BLOCK_N (dK, dV) tiles. On triton's OutOfResources (the tiles need more shared memory than
+    this GPU has), halve the larger tile and try again, down to 16 × 16."""
+    kernels = _compiled(interpreting())
+    block_m, block_n, block_d, warps = blocks
+    key = (name, x.device, x.dtype, block_d, block_m, block_n)
+    block_m, block_n = _FITTED.get(key, (block_m, block_n))
+    batch_heads = x.shape[0] * x.shape[1]
+    while True:
+        per_tile = block_n if name == "dkdv" else block_m
+        options = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}
+        if not interpreting():
+            options["num_warps"] = warps
+        try:
+            getattr(kernels, name)[(-(-rows // per_tile), batch_heads)](*args, **options)
+        except kernels.OutOfResources:
+            if max(block_m, block_n) <= 16:
+                raise
+            block_m, block_n = (block_m, block_n // 2) if block_n >= block_m else (block_m // 2, block_n)
+            continue
+        _FITTED[key] = (block_m, block_n)
+        return
+
+
+class _TritonAttention(torch.autograd.Function):
+    """Saves (Q, K, V, O, lse), as flash.flash_attention does; backward runs the dK/dV and dQ kernels."""
+
+    @staticmethod
+    def forward(ctx: Any, q, k, v, scale, causal, blocks):  # noqa: ANN001, ANN205 -- autograd API
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        batch, heads, n_q, d = q.shape
+        n_k = k.shape[2]
+        out = torch.empty_like(q)
+        lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+        _launch("forward", n_q, (q, k, v, out, lse, scale, n_q, n_k, d), q, causal, blocks)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (scale, causal, blocks)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable  # the kernels have no backward of their own
+    def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
+        q, k, v, out, lse = ctx.saved_tensors
+        scale, causal, blocks = ctx.options
+        n_q, d, n_k = q.shape[2], q.shape[3], k.shape[2]
+        grad_out = grad_out.contiguous()
+        delta = (grad_out.float() * out.float()).sum(-1).contiguous()  # D = rowsum(dO ∘ O), float32
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d), q, causal, blocks)
+        _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, causal, blocks)
+        return dq, dk, dv, None, None, None
+
+
+def _check_block(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    value = check_int(name, value, low=16)
+    if value & (value - 1):
+        raise ValueError(f"{name} must be a power of two ≥ 16 (Triton's tiles are), got {value}")
+    return value
+
+
+def triton_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    block_q: int | None = None,
+    block_k: int | None = None,
+) -> TiledOutput:
+    r"""softmax(Q Kᵀ · scale) V by FlashAttention-2's Triton kernels, forward and backward (chapter 6).
+
+    Args:
+        q: queries ``(batch, heads, n_q, d)``; k, v: keys and values ``(batch, heads, n_k, d)``; one floating
+            dtype (float32, float16 or bfloat16), on a CUDA device — or on the CPU when ``TRITON_INTERPRET=1``
+            was set before triton was first imported (at the latest, before the first call).
+        causal: the upper-left causal mask (query ``i`` sees keys ``j ≤ i``), as ``is_causal``.
+        scale: multiplies the scores; default :math:`1/\sqrt{d}`.
+        block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
+            whose shared memory they overflow, they are halved until they fit.
+
+    Returns:
+        :class:`~attention_course.tiled.TiledOutput` ``(output, lse)``: the output in ``q``'s dtype and each row's
+        log-sum-exp in float32, which carries no gradient. Scores, softmax and sums are float32; for 16-bit
+        inputs the weights are rounded to 16 bits before they multiply V, as fused kernels do. On a GPU,
+        float32 products may run in TF32 (Triton's default for ``tl.dot``).
+
+    Raises:
+        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s, a non-bool ``causal``.
+        ValueError: shapes that do not fit, ``d > 256``, an empty tensor, tensors on different devices or on the
+            CPU without ``TRITON_INTERPRET=1``, a bad block size. ImportError: triton is not installed.
+        RuntimeError: ``TRITON_INTERPRET`` was changed after triton was imported.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, ndim=4, layout=_LAYOUTS[name])
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"{name} must be float32, float16 or bfloat16, got {describe(t)}")
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name} must have the dtype of q ({q.dtype}), got {t.dtype}")
+    batch, heads, n_q, d = q.shape
+    if k.shape[:2] != q.shape[:2] or k.shape[3] != d:
+        raise ValueError(f"k must have shape (batch, heads, n_k, d) = ({batch}, {heads}, n_k, {d}) to match q, "
+                         f"got {tuple(k.shape)}")
+    if v.shape != k.shape:
+        raise ValueError(f"v must have the shape of k {tuple(k.shape)}, got {tuple(v.shape)}")
+    if min(q.shape) == 0 or k.shape[2] == 0:
+        raise ValueError(f"q and k must not be empty, got q of shape {tuple(q.shape)} and k of {tuple(k.shape)}")
+    if d > MAX_HEAD_DIM:
+        raise ValueError(f"q must have a head size d ≤ {MAX_HEAD_DIM}, got d = {d}")
+    device = check_same_device(("q", "k", "v"), (q, k, v))
+    if device.type != "cuda" and not (device.type == "cpu" and interpreting()):
+        raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
+                         f"imported, got a tensor on {device}")
+    causal = check_flag("causal", causal)
+    scale = d ** -0.5 if scale is None else check_real("scale", scale)
+    blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
+    out, lse = _TritonAttention.apply(q, k, v, scale, causal, blocks)
+    return TiledOutput(out, lse)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compiling for a GPU one does not have
+# ---------------------------------------------------------------------------------------------------------------
+
+_TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_POINTERS = {"forward": ("Q", "K", "V", "O", "LSE*"), "dkdv": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DK", "DV"),
+             "dq": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DQ")}  # *: float32 whatever the inputs' dtype
+
+
+class GpuCompilation(NamedTuple):
+    """One kernel compiled ahead of time for an NVIDIA architecture by :func:`compile_for_gpu`."""
+
+    kernel: str  #: "forward", "dkdv" or "dq"
+    arch: int  #: compute capability × 10: 80 for an A100, 90 for an H100
+    block_m: int
+    block_n: int
+    block_d: int
+    shared_bytes: int  #: shared memory one program needs (the GPU's limit per block: 64 KiB on a T4, 163 on an A100)
+    ptx: str  #: the PTX assembly Triton generated (``mma`` instructions are the tensor cores)
+
+
+def compile_for_gpu(
+    arch: int = 90,
+    dtype: torch.dtype = torch.bfloat16,
+    d: int = 64,
+    *,
+    causal: bool = False,
+    kernels: tuple[str, ...] = ("forward", "dkdv", "dq"),
+    block_q: int | None = None,
+    block_k: int | None = None,
+) -> list[GpuCompilation]:
+    """Compile the kernels for an NVIDIA GPU without one: Triton's compiler and ``ptxas`` run on the CPU, so a
+    machine with no GPU can check that the code compiles for, say, an H100 and how much shared memory its tiles
+    take (what decides whether a launch fits a smaller GPU). Runs in a fresh Python without ``TRITON_INTERPRET``
+    (triton compiles for a GPU only if imported that way); takes a few seconds per kernel.
+
+    Args:
+        arch: compute capability × 10, one of 80 (A100), 86, 89 (consumer Ampere, Ada), 90 (H100).
+        dtype: the inputs' dtype (float32, float16 or bfloat16).
+        d: head size, 1 to 256; causal, block_q, block_k: as :func:`triton_attention`.
+        kernels: which of "forward", "dkdv", "dq" to compile.
+
+    Raises:
+        TypeError, ValueError: bad arguments. ImportError: triton is not installed. RuntimeError: the compiler
+            failed (its message attached).
+    """
+    arch = check_choice("arch", arch, (80, 86, 89, 90))
+    dtype = check_dtype("dtype", dtype)
+    if dtype not in _DTYPES:
+        raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
+    d = check_int("d", d, high=MAX_HEAD_DIM)
+    causal = check_flag("causal", causal)
+    if isinstance(kernels, str) or not isinstance(kernels, (tuple, list)) or not kernels:
+        raise TypeError(f"kernels must be a non-empty tuple of kernel names, got {describe(kernels)}")
+    for name in kernels:
+        check_choice("kernels", name, tuple(_POINTERS))
+    block_m, block_n, block_d, warps = _blocks(d, dtype, _check_block("block_q", block_q),
+                                               _check_block("block_k", block_k))
+    # In a fresh Python without TRITON_INTERPRET: triton compiles for a GPU only if it was imported that way.
+    request = {"arch": arch, "dtype": _TRITON_TYPES[dtype], "kernels": list(kernels), "warps": warps,
+               "constants": {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = f"from attention_course.kernels.flash_triton import _compile_here; _compile_here({json.dumps(request)!r})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if done.returncode:
+        if "must have triton" in done.stderr:
+            raise ImportError(done.stderr.strip().splitlines()[-1].split(": ", 1)[-1])
+        raise RuntimeError(f"compiling for sm_{arch} failed:\n{done.stderr[-2000:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return [GpuCompilation(name, arch, block_m, block_n, block_d, shared, ptx) for name, shared, ptx in found]
+
+
+def _compile_here(request: str) -> None:
+    """compile_for_gpu's work, in the fresh process it starts: prints [(kernel, shared bytes, PTX)] as JSON."""
+    request = json.loads(request)
+    compiled = _compiled(False)
+    import triton  # after _compiled, which explains a missing triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    pointer = f"*{request['dtype']}"
+    scalars = {"scale": "fp32", "N_Q": "i32", "N_K": "i32", "D": "i32"}
+    constants = request["constants"]
+    found = []
+    for name in request["kernels"]:
+        pointers = {p.rstrip("*"): "*fp32" if p.endswith("*") else pointer for p in _POINTERS[name]}
+        signature = pointers | scalars | dict.fromkeys(constants, "constexpr")
+        kernel = triton.compile(ASTSource(getattr(compiled, name), signature, constants),
+                                target=GPUTarget("cuda", request["arch"], 32), options={"num_warps": request["warps"]})
+        found.append((name, kernel.metadata.shared, kernel.asm["ptx"]))
+    print(json.dumps(found))

@@ -1,0 +1,60 @@
+"""Bad inputs for kernels/flash_triton.py: every check runs before triton is imported, so these cases run (and
+pass) on machines without triton too."""
+
+from __future__ import annotations
+
+import torch
+
+from attention_course.kernels.flash_triton import GpuCompilation, compile_for_gpu, triton_attention
+
+from . import case
+
+Q = torch.randn(1, 2, 5, 16)
+KV = torch.randn(1, 2, 7, 16)
+
+#: compile_for_gpu's records, which no function takes back.
+RESULTS = [GpuCompilation]
+
+CASES = [
+    case(triton_attention, lambda: triton_attention(Q.numpy(), KV, KV), TypeError, arg="q", says="torch tensor",
+         id="kernels.triton_attention-numpy"),
+    case(triton_attention, lambda: triton_attention(Q[0], KV, KV), ValueError, arg="q", says="4-D",
+         id="kernels.triton_attention-3d"),
+    case(triton_attention, lambda: triton_attention(Q.double(), KV.double(), KV.double()), TypeError, arg="q",
+         says="float32, float16 or bfloat16", id="kernels.triton_attention-float64"),
+    case(triton_attention, lambda: triton_attention(Q, KV.half(), KV), TypeError, arg="k", says="dtype of q",
+         id="kernels.triton_attention-mixed-dtypes"),
+    case(triton_attention, lambda: triton_attention(Q, KV.long(), KV), TypeError, arg="k",
+         id="kernels.triton_attention-int"),
+    case(triton_attention, lambda: triton_attention(Q, KV[..., :8], KV), ValueError, arg="k", says="(1, 2, n_k, 16)",
+         id="kernels.triton_attention-d"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV[:, :1]), ValueError, arg="v", says="(1, 2, 7, 16)",
+         id="kernels.triton_attention-v-shape"),
+    case(triton_attention, lambda: triton_attention(Q[:, :, :0], KV, KV), ValueError, arg="q", says="empty",
+         id="kernels.triton_attention-empty"),
+    case(triton_attention, lambda: triton_attention(*(torch.zeros(1, 1, 2, 300),) * 3), ValueError, arg="q",
+         says="256", id="kernels.triton_attention-head-size"),
+    case(triton_attention, lambda: triton_attention(Q.to("meta"), KV, KV), ValueError, arg="q", says="one device",
+         id="kernels.triton_attention-devices"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV, causal="yes"), TypeError, arg="causal",
+         id="kernels.triton_attention-causal"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV, scale=float("nan")), ValueError, arg="scale",
+         id="kernels.triton_attention-scale"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV, block_q=24), ValueError, arg="block_q",
+         says="power of two", id="kernels.triton_attention-block_q"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV, block_k=8), ValueError, arg="block_k",
+         id="kernels.triton_attention-block_k"),
+    case(compile_for_gpu, lambda: compile_for_gpu(70), ValueError, arg="arch", says="90",
+         id="kernels.compile_for_gpu-arch"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, torch.float64), TypeError, arg="dtype", says="bfloat16",
+         id="kernels.compile_for_gpu-dtype"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, "bf16"), TypeError, arg="dtype",
+         id="kernels.compile_for_gpu-dtype-string"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, d=512), ValueError, arg="d", id="kernels.compile_for_gpu-d"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, kernels="forward"), TypeError, arg="kernels",
+         id="kernels.compile_for_gpu-kernels-string"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, kernels=("backward",)), ValueError, arg="kernels",
+         says="'dq'", id="kernels.compile_for_gpu-kernels-name"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, block_k=48), ValueError, arg="block_k",
+         id="kernels.compile_for_gpu-block"),
+]

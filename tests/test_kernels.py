@@ -1,0 +1,185 @@
+"""kernels/flash_triton.py: the Triton FlashAttention-2 kernels, run on the CPU by Triton's interpreter, against
+flash.flash_attention (the same algorithm in PyTorch) and F.scaled_dot_product_attention — values, log-sum-exp and
+gradients, causal and not, lengths that leave a ragged last tile, n_q ≠ n_k.
+
+``TRITON_INTERPRET=1`` is set here, at the top, before anything imports triton. The kernels are handed to
+``triton.jit`` at their first call (which is when triton reads the variable), so the order in which pytest
+imports test files does not matter. Where triton is absent (macOS) the kernel tests are skipped; the import tests
+at the end run everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import importlib.util  # noqa: E402 -- after the environment variable, on purpose
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from attention_course.flash import flash_attention  # noqa: E402
+from attention_course.kernels import compile_for_gpu, flash_triton, triton_attention  # noqa: E402
+
+needs_triton = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None,
+    reason="triton is not installed (it has wheels for Linux only; on macOS the chapter skips its kernel)",
+)
+
+LENGTHS = [(1, 1), (17, 17), (33, 33), (17, 33), (33, 17)]  # 16-wide tiles: 1, 2 and 3 tiles, the last ragged
+
+
+def _inputs(batch, heads, n_q, n_k, d, *, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, heads, n, d, generator=g, dtype=dtype).requires_grad_(True) for n in (n_q, n_k, n_k)]
+
+
+def _grads(out, inputs, grad_out):
+    return torch.autograd.grad(out, inputs, grad_out)
+
+
+@needs_triton
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("n_q", "n_k"), LENGTHS)
+def test_values_and_gradients_equal_sdpa_and_flash_attention(causal, n_q, n_k):
+    q, k, v = _inputs(1, 2, n_q, n_k, 24, seed=n_q + 3 * n_k)  # d = 24: the head dimension is masked to 32 too
+    out, lse = triton_attention(q, k, v, causal=causal, block_q=16, block_k=16)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    flash_out, flash_lse = flash_attention(q, k, v, causal=causal, block_q=16, block_k=16)
+    assert out.shape == q.shape and out.dtype == torch.float32 and lse.shape == (1, 2, n_q)
+    torch.testing.assert_close(out, reference, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(out, flash_out, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(lse, flash_lse, atol=2e-6, rtol=1e-5)
+    assert not lse.requires_grad
+
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
+    mine = _grads(out, (q, k, v), grad_out)
+    for theirs in (_grads(reference, (q, k, v), grad_out), _grads(flash_out, (q, k, v), grad_out)):
+        for a, b in zip(mine, theirs, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@needs_triton
+@pytest.mark.parametrize("causal", [False, True])
+def test_default_tiles_and_a_given_scale(causal):
+    """The tile sizes the wrapper picks (one 128 × 64 tile here, mostly overhang) and an explicit scale."""
+    q, k, v = _inputs(1, 3, 33, 21, 16, seed=5)
+    out, _ = triton_attention(q, k, v, causal, 0.3)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3)
+    torch.testing.assert_close(out, reference, atol=2e-6, rtol=1e-5)
+    grad_out = torch.ones_like(out)
+    for a, b in zip(_grads(out, (q, k, v), grad_out), _grads(reference, (q, k, v), grad_out), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@needs_triton
+@pytest.mark.parametrize(("block_q", "block_k"), [(32, 16), (16, 32)])
+def test_unequal_tiles_causal(block_q, block_k):
+    """Query and key tiles of different sizes: the causal loops' first and last blocks are then not aligned."""
+    q, k, v = _inputs(1, 2, 45, 45, 16, seed=block_q)
+    out, _ = triton_attention(q, k, v, causal=True, block_q=block_q, block_k=block_k)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, reference, atol=2e-6, rtol=1e-5)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    for a, b in zip(_grads(out, (q, k, v), grad_out), _grads(reference, (q, k, v), grad_out), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@needs_triton
+def test_float16_is_close_to_float32():
+    """16-bit inputs: scores and sums in float32, the weights rounded to 16 bits before P·V."""
+    q, k, v = _inputs(1, 2, 33, 33, 16, seed=3)
+    out, lse = triton_attention(*(t.detach().half() for t in (q, k, v)), causal=True, block_q=16, block_k=16)
+    assert out.dtype == torch.float16 and lse.dtype == torch.float32
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out.float(), reference.detach(), atol=5e-3, rtol=5e-3)
+
+
+@needs_triton
+def test_non_contiguous_inputs():
+    """(batch, n, heads, d) tensors transposed to (batch, heads, n, d), as a multi-head layer makes them."""
+    q, k, v = (t.detach().transpose(1, 2) for t in _inputs(1, 17, 2, 2, 16, seed=11))
+    out, _ = triton_attention(q, k, v, block_q=16, block_k=16)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=2e-6, rtol=1e-5)
+
+
+def test_tile_sizes_follow_the_head_size_and_dtype():
+    half, single = torch.float16, torch.float32
+    assert flash_triton._blocks(24, half, None, None) == (128, 64, 32, 4)
+    assert flash_triton._blocks(64, torch.bfloat16, None, None) == (128, 64, 64, 4)
+    assert flash_triton._blocks(64, single, None, None) == (64, 32, 64, 4)
+    assert flash_triton._blocks(100, half, None, None) == (64, 64, 128, 4)
+    assert flash_triton._blocks(256, single, None, None) == (16, 16, 256, 4)
+    assert flash_triton._blocks(256, half, 16, 32) == (16, 32, 256, 4)
+    assert flash_triton._blocks(3, half, None, None)[2] == 16  # tl.dot wants sides ≥ 16
+
+
+@needs_triton
+def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
+    """A GPU whose shared memory holds only 16 × 16 tiles (imitated: the launch raises triton's OutOfResources
+    for larger ones, as a small GPU does): the launches retry with halved tiles and the result is still right."""
+    kernels = flash_triton._compiled(True)
+    tried = []
+
+    class SmallGPU:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **options):
+                tried.append((options["BLOCK_M"], options["BLOCK_N"]))
+                if max(options["BLOCK_M"], options["BLOCK_N"]) > 16:
+                    raise kernels.OutOfResources(99_000, 65_536, "shared memory")
+                return self.kernel[grid](*args, **options)
+            return launch
+
+    for name in ("forward", "dkdv", "dq"):
+        monkeypatch.setattr(kernels, name, SmallGPU(getattr(kernels, name)))
+    monkeypatch.setattr(flash_triton, "_FITTED", {})
+    q, k, v = _inputs(1, 1, 33, 33, 16, seed=4)
+    out, _ = triton_attention(q, k, v, causal=True, block_q=64, block_k=32)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, reference, atol=2e-6, rtol=1e-5)
+    assert tried[:4] == [(64, 32), (32, 32), (32, 16), (16, 16)]
+    grad_out = torch.ones_like(out)
+    for a, b in zip(_grads(out, (q, k, v), grad_out), _grads(reference, (q, k, v), grad_out), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert set(flash_triton._FITTED.values()) == {(16, 16)}
+
+
+@needs_triton
+def test_the_kernels_compile_for_an_a100_without_one():
+    """Triton's compiler and ptxas run on the CPU: the forward kernel compiles for sm_80 to tensor-core code."""
+    (compiled,) = compile_for_gpu(80, torch.float16, 16, causal=True, kernels=("forward",))
+    assert (compiled.kernel, compiled.arch, compiled.block_d) == ("forward", 80, 16)
+    assert 0 < compiled.shared_bytes <= 163 * 1024
+    assert "mma.sync" in compiled.ptx and ".target sm_80" in compiled.ptx
+
+
+def test_cpu_tensors_need_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    q = torch.randn(1, 1, 4, 16)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        triton_attention(q, q, q)
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_the_package_imports_without_triton_and_the_call_says_so():
+    """``import attention_course`` never imports triton; with ``sys.modules['triton'] = None`` (``import triton``
+    fails, as on a Mac) the kernels' module still imports and the call explains what is missing."""
+    done = _run("import sys, torch, attention_course, attention_course.kernels\n"
+                "assert 'triton' not in sys.modules, 'importing the package imported triton'\n"
+                "sys.modules['triton'] = None\n"
+                "q = torch.randn(1, 1, 4, 16)\n"
+                "try:\n    attention_course.kernels.triton_attention(q, q, q)\n"
+                "except ImportError as e:\n    print(e)\n")
+    assert done.returncode == 0, done.stderr
+    assert "must have triton" in done.stdout and "Linux" in done.stdout
