@@ -1,5 +1,7 @@
 """The device choice and the seeding helpers."""
 
+import os
+
 import pytest
 import torch
 from fake_devices import A100, CPU, H100, MPS, P100, T4, GiB
@@ -96,3 +98,19 @@ def test_device_info_reads_the_cpu_and_a_faked_cuda_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props())
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (T4.free_bytes, T4.total_bytes))
     assert device_info("cuda") == T4
+
+
+def test_setup_notebook_asks_triton_for_its_interpreter_without_cuda(monkeypatch):
+    import attention_course
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    attention_course.setup_notebook(seed=0)
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # a reader's own choice is kept
+    attention_course.setup_notebook(seed=0)
+    assert os.environ["TRITON_INTERPRET"] == "0"
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU compiles the kernels
+    attention_course.setup_notebook(seed=0)
+    assert "TRITON_INTERPRET" not in os.environ

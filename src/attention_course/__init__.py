@@ -49,10 +49,18 @@ __all__ = [
 def setup_notebook(seed: int = 0) -> None:
     """What every chapter's setup cell calls: seed every RNG and apply the book's figure style.
 
-    Also sets NumPy's print precision to 4 digits, so printed arrays show what is robust across machines.
+    Also sets NumPy's print precision to 4 digits, so printed arrays show what is robust across machines; and, on a
+    machine without CUDA, asks Triton for its CPU interpreter (``TRITON_INTERPRET=1``, unless already set), so that
+    chapter 6's Triton kernels run there. Triton reads the variable when it is first imported — and PyTorch's own
+    modules (its FLOP counter) import it — so it must be set before any of them, which the setup cell is.
     """
+    import os
+
     import numpy as np
+    import torch
 
     seed_everything(seed)
     use_style()
     np.set_printoptions(precision=4, suppress=True)
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
