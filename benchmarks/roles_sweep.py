@@ -1,6 +1,6 @@
 """Chapter 3's training sweeps: tied projections and AttentionAlt, at ×1, ×4 and ×16 the chapter's budget.
 
-Three parts, each written to its own results file with its provenance (date, command, machine, versions, commit):
+Four parts, each written to its own results file with its provenance (date, command, machine, versions, commit):
 
 - ``recall`` -> ``benchmarks/results/roles_recall.json``: the associative-recall head (``RecallModel``) untied, with
   W^Q = W^K and with W^K = W^V, at d_k = 4 and 16; 5 seeds; scored after 300 steps, and the two d_k = 4 heads
