@@ -1,6 +1,6 @@
 """Chapter 3's training sweeps: tied projections and AttentionAlt, at ×1, ×4 and ×16 the chapter's budget.
 
-Three parts, each written to its own results file with its provenance (date, command, machine, versions, commit):
+Four parts, each written to its own results file with its provenance (date, command, machine, versions, commit):
 
 - ``recall`` -> ``benchmarks/results/roles_recall.json``: the associative-recall head (``RecallModel``) untied, with
   W^Q = W^K and with W^K = W^V, at d_k = 4 and 16; 5 seeds; scored after 300 steps, and the two d_k = 4 heads
@@ -12,6 +12,9 @@ Three parts, each written to its own results file with its provenance (date, com
 - ``alt`` -> ``benchmarks/results/roles_alt.json``: the recall head with the question's AttentionAlt
   (``AltRecallModel``: a learned fourth matrix W and the outside 1/√d_k), the same without the outside factor, and
   standard attention, at d_k = 16 and 64; 5 seeds; scored after 300 and 1,200 steps.
+- ``wide`` -> ``benchmarks/results/roles_wide.json``: the width control of ``previous``: the previous-token head
+  without a mask at d_k = 16 instead of 4, untied and tied W^Q = W^K; 10 seeds; scored after 200 steps, the tied
+  head also after 800 and 3,200 (about 6 minutes).
 
 (The ×4 and ×16 budgets are run only where the ×1 result leaves a question: one CPU core shared with other work.)
 
@@ -21,7 +24,7 @@ re-runs the ×1 entries of some arms live and asserts that they reproduce. Each 
 accuracy and loss and the mean training loss so far (the area under the loss curve over the steps), and its loss
 curve as means over log-spaced windows (``settings.curve_ends``: the last step of each window).
 
-Usage:  python benchmarks/roles_sweep.py [--part recall|previous|alt]   (all: about 20 minutes on one free CPU core)
+Usage:  python benchmarks/roles_sweep.py [--part recall|previous|alt|wide]  (all: about 26 minutes on one free core)
 """
 
 from __future__ import annotations
@@ -48,11 +51,16 @@ RECALL_SWEPT = {(4, "untied"), (4, "tied W^K = W^V")}
 PREVIOUS_SWEPT = {(True, "tied W^Q = W^K"), (False, "tied W^Q = W^K"), (False, "tied, self masked")}
 PREVIOUS_ARMS = {"untied": {}, "tied W^Q = W^K": {"tie_qk": True},
                  "tied, self masked": {"tie_qk": True, "mask_self": True}}
+#: the width control of the previous-token result: no mask, d_k = 16 instead of D_PREV
+WIDE_ARMS = {"untied": {}, "tied W^Q = W^K": {"tie_qk": True}}
+WIDE_SWEPT = {"tied W^Q = W^K"}
+D_WIDE = 16
 ALT_ARMS = ("standard", "AttentionAlt", "AttentionAlt without the outside 1/√d_k")
 PARTS = {
     "recall": {"seeds": tuple(range(5)), "budgets": (300, 1200, 4800)},
     "previous": {"seeds": tuple(range(10)), "budgets": (200, 800, 3200)},
     "alt": {"seeds": tuple(range(5)), "budgets": (300, 1200), "d_ks": (16, 64)},
+    "wide": {"seeds": tuple(range(10)), "budgets": (200, 800, 3200)},
 }
 
 
@@ -115,6 +123,19 @@ def run_previous(seeds, budgets, ends) -> dict:
     return out
 
 
+def run_wide(seeds, budgets, ends) -> dict:
+    test, out = previous_test(), {}
+    for arm, options in WIDE_ARMS.items():
+        arm_budgets = budgets if arm in WIDE_SWEPT else budgets[:1]
+        runs = train_budgets(
+            lambda o=options: PreviousTokenModel(VOCAB, LENGTH, D_MODEL, D_WIDE, causal=False, **o),
+            lambda seed: previous_token_sampler(BATCH, LENGTH, VOCAB, seed), test, seeds, budgets=arm_budgets,
+            lr=LR)
+        out[arm] = [summarise(r, ends) for r in runs]
+        print("wide", arm, [round(r.accuracy[arm_budgets[-1]], 3) for r in runs], flush=True)
+    return out
+
+
 def alt_builder(arm: str, d_k: int):
     if arm == "standard":
         return lambda: RecallModel(KEY_VOCAB, VALUE_VOCAB, D_MODEL, d_k)
@@ -150,6 +171,10 @@ def main() -> None:
             cfg |= {"arms": list(PREVIOUS_ARMS), "masks": ["causal", "none"], "vocab": VOCAB, "length": LENGTH,
                     "swept": [f"{'causal' if c else 'none'}: {a}" for c, a in sorted(PREVIOUS_SWEPT)],
                     "d_k": D_PREV, "test": "500 sequences, previous_token_sampler seed 1000"}
+        elif part == "wide":
+            results = run_wide(cfg["seeds"], cfg["budgets"], ends)
+            cfg |= {"arms": list(WIDE_ARMS), "mask": "none", "vocab": VOCAB, "length": LENGTH, "d_k": D_WIDE,
+                    "swept": sorted(WIDE_SWEPT), "test": "500 sequences, previous_token_sampler seed 1000"}
         else:
             results = run_alt(cfg["seeds"], cfg["budgets"], cfg["d_ks"], ends)
             cfg |= {"arms": list(ALT_ARMS), "n_pairs": N_PAIRS, "key_vocab": KEY_VOCAB, "value_vocab": VALUE_VOCAB,
