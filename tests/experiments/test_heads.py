@@ -222,6 +222,18 @@ def test_score_heads_forms_and_shapes():
     assert torch.allclose(fact(q, kv, kv)[0], full(q, kv, kv)[0], atol=1e-5)
 
 
+def test_score_scale_multiplies_the_scores():
+    torch.manual_seed(0)
+    q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)
+    plain, scaled = hd.ScoreHeads(8, 2, 2, 3), hd.ScoreHeads(8, 2, 2, 3, score_scale=4.0)
+    scaled.load_state_dict(plain.state_dict())
+    with torch.no_grad():  # W^Q x 4 gives the same scores as score_scale 4
+        plain.w_q *= 4
+    torch.testing.assert_close(scaled(q, kv, kv)[1], plain(q, kv, kv)[1], rtol=0, atol=1e-6)
+    recall = hd.ScoreHeadsRecall(8, 4, 2, 2, 16, 8, score_scale=16)
+    assert recall.attn.score_scale == 16.0
+
+
 def test_checkpoint_runs_match_head_sweep():
     runs = hd.checkpoint_runs(lambda: hd.TwoQueryRecall(8, 2, 16, 8), (0, 1), (5, 10), batch=16, test_size=64,
                               window=4)

@@ -509,13 +509,19 @@ class ScoreHeads(nn.Module):
     :math:`N(0, 1/d_\\text{model})`, of :math:`W^O` :math:`N(0, 1/(h d_v))`, biases zero — so at the start the
     scores of both forms have the same variance, whatever ``d_k``.
 
+    ``score_scale`` (a positive number, default 1) multiplies every score: a control of §4.6 that lets a narrow
+    head reach the large scores a hard look-up needs without growing its weights.
+
     ``forward(query, key, value, need_weights=True)``: ``query`` ``(batch, n_q, d_model)``, ``key`` and ``value``
     ``(batch, n_k, d_model)``; returns ``(output (batch, n_q, d_model), weights (batch, h, n_q, n_k) or None)``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_k: int | None, d_v: int) -> None:
+    def __init__(
+        self, d_model: int, num_heads: int, d_k: int | None, d_v: int, *, score_scale: float = 1.0
+    ) -> None:
         super().__init__()
         d_model, num_heads = check_int("d_model", d_model), check_int("num_heads", num_heads)
+        self.score_scale = check_real("score_scale", score_scale, low=0, open_low=True)
         self.d_k = None if d_k is None else check_int("d_k", d_k)
         d_v = check_int("d_v", d_v)
         self.d_model, self.num_heads, self.d_v = d_model, num_heads, d_v
@@ -552,7 +558,7 @@ class ScoreHeads(nn.Module):
             scores = (x @ self.w) @ y.transpose(-2, -1) / math.sqrt(self.d_model)
         else:
             scores = (x @ self.w_q) @ (y @ self.w_k).transpose(-2, -1) / math.sqrt(self.d_k)
-        weights = scores.softmax(dim=-1)  # (batch, h, n_q, n_k)
+        weights = (self.score_scale * scores).softmax(dim=-1)  # (batch, h, n_q, n_k)
         heads = weights @ (value[:, None] @ self.w_v + self.b_v)  # (batch, h, n_q, d_v)
         out = self.out_proj(heads.transpose(1, 2).flatten(2))
         return out, (weights if need_weights else None)
@@ -560,13 +566,15 @@ class ScoreHeads(nn.Module):
 
 class ScoreHeadsRecall(TwoQueryRecall):
     """:class:`TwoQueryRecall` with its attention layer replaced by a :class:`ScoreHeads` (``num_heads``,
-    ``d_k`` — ``None`` for one ``d_model × d_model`` matrix per head — and ``d_v``); everything else is the same."""
+    ``d_k`` — ``None`` for one ``d_model × d_model`` matrix per head — ``d_v`` and ``score_scale``); everything
+    else is the same."""
 
     def __init__(
-        self, d_model: int, num_heads: int, d_k: int | None, d_v: int, key_vocab: int, value_vocab: int
+        self, d_model: int, num_heads: int, d_k: int | None, d_v: int, key_vocab: int, value_vocab: int,
+        *, score_scale: float = 1.0,
     ) -> None:
         super().__init__(d_model, 1, key_vocab, value_vocab)
-        self.attn = ScoreHeads(d_model, num_heads, d_k, d_v)
+        self.attn = ScoreHeads(d_model, num_heads, d_k, d_v, score_scale=score_scale)
 
 
 class CheckpointRuns(NamedTuple):
