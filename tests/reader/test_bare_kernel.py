@@ -29,7 +29,7 @@ def _pinned(names: list[str]) -> list[str]:
     """The exact pins of requirements.txt for these packages (so the venv installs from the same wheels)."""
     pins = {}
     for line in (ROOT / "requirements.txt").read_text().splitlines():
-        line = line.split("#")[0].strip()
+        line = line.split("#")[0].split(";")[0].strip()  # drop environment markers
         if "==" in line:
             name, version = line.split("==")
             pins[name.strip().lower()] = version.strip()
