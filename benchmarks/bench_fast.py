@@ -2,12 +2,14 @@
 
 Three measurements, the runnable versions of the chapter's sections 6.1, 6.3 and 6.5:
 
-* ``quadratic`` — time and peak memory of the package's naive attention (``scaled_dot_product_attention``, which
-  stores the n × n scores and weights) for a range of n, with log–log fits of the growth;
-* ``memory``    — peak memory of naive vs tiled attention (``attention_course.tiled.tiled_attention``) vs n;
-* ``compare``   — naive, tiled and ``F.scaled_dot_product_attention`` timed *interleaved* in one process, with
-  their outputs checked equal first. On CUDA the fused call is also pinned to each backend (FlashAttention,
-  memory-efficient, cuDNN), and the achieved TFLOP/s are compared with the device's 16-bit peak.
+* ``quadratic`` — time and peak memory of plain attention (``experiments.at_scale.plain_attention``,
+  ``softmax(q kᵀ · scale) v``, which holds two n × n matrices: the honest baseline) and of the package's teaching
+  version (``scaled_dot_product_attention``, four) for a range of n, with log–log fits of the growth (n ≥ 1024);
+* ``memory``    — peak memory of plain vs tiled attention (``attention_course.tiled.tiled_attention``) vs n;
+* ``compare``   — plain, naive (teaching), tiled and ``F.scaled_dot_product_attention`` timed *interleaved* in
+  one process, each in the inputs' dtype, with their outputs checked equal first. On CUDA the fused call is
+  also pinned to each backend (FlashAttention, memory-efficient, cuDNN), and the achieved TFLOP/s are compared
+  with the device's 16-bit peak.
 
 Peak memory is measured, not estimated: on the CPU by replaying the allocator's allocation/free stream that the
 PyTorch profiler records (``attention_course.measure.peak_memory_bytes``), on CUDA with
@@ -34,7 +36,7 @@ import numpy as np
 import torch
 
 from attention_course import scaled_dot_product_attention
-from attention_course.experiments.at_scale import compare_implementations
+from attention_course.experiments.at_scale import compare_implementations, plain_attention
 from attention_course.measure import (
     device_name,
     device_peak_tflops,
@@ -60,36 +62,39 @@ def _slope(ns, ys) -> float:
 
 
 def quadratic(ns: list[int], d: int, reps: int, threads: int) -> dict[str, object]:
-    print(f"== naive attention (package), batch 1, 1 head, d = {d}, float32, CPU, {threads} thread(s)")
-    print(f"{'n':>6} {'time (ms)':>10} {'peak (MiB)':>11} {'peak / (4 n^2 bytes)':>21}")
-    times, peaks = [], []
+    print(f"== plain and teaching (naive) attention, batch 1, 1 head, d = {d}, float32, CPU, {threads} thread(s)")
+    print(f"{'n':>6} {'plain ms':>9} {'naive ms':>9} {'plain MiB':>10} {'naive MiB':>10} {'plain / (4 n^2 B)':>18}")
+    out: dict[str, list[float]] = {"plain_s": [], "naive_s": [], "plain_peak_bytes": [], "naive_peak_bytes": []}
     for n in ns:
         q, k, v = _inputs(1, 1, n, d, torch.float32, "cpu")
-        t = time_interleaved({"naive": lambda: scaled_dot_product_attention(q, k, v)},  # noqa: B023
-                             reps=reps if n <= 4096 else 1, warmup=1 if n <= 4096 else 0, num_threads=threads)
-        peak = peak_memory_bytes(lambda: scaled_dot_product_attention(q, k, v))  # noqa: B023
-        times.append(statistics.median(t["naive"]))
-        peaks.append(peak)
-        print(f"{n:>6} {1e3 * times[-1]:>10.1f} {peak / 2**20:>11.1f} {peak / (4 * n * n):>21.2f}")
+        fns = {"plain": lambda: plain_attention(q, k, v),  # noqa: B023
+               "naive": lambda: scaled_dot_product_attention(q, k, v)}  # noqa: B023
+        t = time_interleaved(fns, reps=reps if n <= 4096 else 2, warmup=1, num_threads=threads)
+        for name, fn in fns.items():
+            out[f"{name}_s"].append(statistics.median(t[name]))
+            out[f"{name}_peak_bytes"].append(peak_memory_bytes(fn))
+        print(f"{n:>6} {1e3 * out['plain_s'][-1]:>9.1f} {1e3 * out['naive_s'][-1]:>9.1f} "
+              f"{out['plain_peak_bytes'][-1] / 2**20:>10.1f} {out['naive_peak_bytes'][-1] / 2**20:>10.1f} "
+              f"{out['plain_peak_bytes'][-1] / (4 * n * n):>18.2f}")
     big = [i for i, n in enumerate(ns) if n >= 1024] or list(range(len(ns)))
-    time_slope, memory_slope = _slope([ns[i] for i in big], [times[i] for i in big]), _slope(ns, peaks)
-    print(f"growth exponents (log-log slope): time {time_slope:.2f} (n >= 1024), peak memory {memory_slope:.2f}")
-    return {"n": ns, "median_s": times, "peak_bytes": peaks, "time_exponent": time_slope,
-            "memory_exponent": memory_slope}
+    fits = {f"{key}_exponent": _slope([ns[i] for i in big], [out[key][i] for i in big]) for key in out}
+    print("growth exponents (log-log least squares, n >= 1024): "
+          + ", ".join(f"{k.removesuffix('_exponent')} {v:.2f}" for k, v in fits.items()))
+    return {"n": ns, **out, **fits}
 
 
 def memory(ns: list[int], d: int, block: int) -> dict[str, object]:
-    print(f"== peak memory, naive vs tiled (blocks {block} x {block}), batch 1, 1 head, d = {d}, float32, CPU")
-    print(f"{'n':>6} {'naive (MiB)':>12} {'tiled (MiB)':>12} {'naive / tiled':>14}")
-    naive, tiled = [], []
+    print(f"== peak memory, plain vs tiled (blocks {block} x {block}), batch 1, 1 head, d = {d}, float32, CPU")
+    print(f"{'n':>6} {'plain (MiB)':>12} {'tiled (MiB)':>12} {'plain / tiled':>14}")
+    plain, tiled = [], []
     for n in ns:
         q, k, v = _inputs(1, 1, n, d, torch.float32, "cpu")
-        naive.append(peak_memory_bytes(lambda: scaled_dot_product_attention(q, k, v)))  # noqa: B023
+        plain.append(peak_memory_bytes(lambda: plain_attention(q, k, v)))  # noqa: B023
         tiled.append(peak_memory_bytes(lambda: tiled_attention(q, k, v, block_q=block, block_k=block)))  # noqa: B023
-        print(f"{n:>6} {naive[-1] / 2**20:>12.2f} {tiled[-1] / 2**20:>12.2f} {naive[-1] / tiled[-1]:>14.1f}")
-    print(f"growth exponents: naive {_slope(ns, naive):.2f}, tiled {_slope(ns, tiled):.2f} "
+        print(f"{n:>6} {plain[-1] / 2**20:>12.2f} {tiled[-1] / 2**20:>12.2f} {plain[-1] / tiled[-1]:>14.1f}")
+    print(f"growth exponents: plain {_slope(ns, plain):.2f}, tiled {_slope(ns, tiled):.2f} "
           f"(tiled: a constant tile cost plus the n·d output, so its slope tends to 1)")
-    return {"n": ns, "naive_peak_bytes": naive, "tiled_peak_bytes": tiled, "naive_exponent": _slope(ns, naive),
+    return {"n": ns, "plain_peak_bytes": plain, "tiled_peak_bytes": tiled, "plain_exponent": _slope(ns, plain),
             "tiled_exponent": _slope(ns, tiled)}
 
 
@@ -108,13 +113,13 @@ def compare(device: str, dtype: torch.dtype, batch: int, heads: int, n: int, d: 
           f"{'causal' if causal else 'no mask'}, tiles {block} x {block}, {reps} interleaved reps")
     print(f"{'':22} {'median ms':>10} {'TFLOP/s':>9} {'% of peak':>10} {'peak mem (MiB)':>15} {'speed-up':>9} "
           f"{'max |err|':>10}")
-    naive_s = res["naive"]["median_s"]
+    plain_s = res["plain"]["median_s"]
     for name, r in res.items():
         pct = f"{100 * r['tflops'] / peak_tf:9.1f}%" if peak_tf else f"{'n/a':>10}"
         print(f"{name:22} {1e3 * r['median_s']:>10.2f} {r['tflops']:>9.3g} {pct} {r['peak_bytes'] / 2**20:>15.1f} "
-              f"{naive_s / r['median_s']:>8.2f}x {r['max_abs_err']:>10.1e}")
+              f"{plain_s / r['median_s']:>8.2f}x {r['max_abs_err']:>10.1e}")
     if peak_tf:
-        print(f"device peak (dense 16-bit tensor cores, data sheet): {peak_tf:.0f} TFLOP/s; speed-up = naive / it")
+        print(f"device peak (dense 16-bit tensor cores, data sheet): {peak_tf:.0f} TFLOP/s; speed-up = plain / it")
     return res
 
 
