@@ -179,3 +179,16 @@ def test_padding_mask_edges():
     assert masks.padding_mask([0, 2], 3).tolist() == [[False, False, False], [True, True, False]]
     assert torch.equal(masks.padding_mask(torch.tensor([1, 2])), masks.padding_mask([1, 2]))
     assert masks.attention_mask(2, 1, 0, 3, causal="upper_left").shape == (1, 1, 0, 3)
+
+
+def test_tile_mask_is_a_slice_of_the_whole_mask():
+    from attention_course.masks import causal_mask, tile_mask
+
+    g = torch.Generator().manual_seed(0)
+    mask = torch.rand(2, 9, 11, generator=g) > 0.3
+    whole = mask & causal_mask(9, 11, alignment="upper_left")
+    for rows, cols in ((range(0, 4), range(0, 5)), (range(4, 9), range(5, 11)), (range(4, 9), range(0, 3))):
+        tile = tile_mask(mask, rows, cols, causal=True)
+        assert torch.equal(tile, whole[..., rows.start : rows.stop, cols.start : cols.stop])
+    assert tile_mask(None, range(4, 9), range(0, 3), causal=True) is None  # below the diagonal: all visible
+    assert torch.equal(tile_mask(None, range(0, 3), range(0, 3), causal=True), causal_mask(3))

@@ -334,3 +334,16 @@ def check_generator(name: str, generator: object) -> torch.Generator | None:
     if generator.device.type != "cpu":
         raise ValueError(f"{name} must be a CPU torch.Generator, got one on {generator.device}")
     return generator
+
+
+def tiling_inputs(
+    q: Any, k: Any, v: Any, mask: Any, scale: object, causal: object, block_q: object, block_k: object
+) -> tuple[AttentionInputs, tuple[bool, int, int]]:
+    """:func:`attention_inputs` for a tiled pass (tiled attention and its backward pass): the checked inputs with
+    ``q``, ``k`` and ``v`` expanded (views, no memory) to the common batch, and the checked tiling options
+    ``(causal, block_q, block_k)``."""
+    x = attention_inputs(q, k, v, mask, scale)
+    options = (check_flag("causal", causal), check_int("block_q", block_q), check_int("block_k", block_k))
+    batch = x.scores_shape[:-2]
+    qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
+    return x._replace(q=qt, k=kt, v=vt), options

@@ -25,31 +25,13 @@ from typing import Any
 
 import torch
 
-from ._checks import AttentionInputs, attention_inputs, check_flag, check_int, check_tensor
-from .masks import causal_block
+from ._checks import AttentionInputs, check_tensor, tiling_inputs
+from .masks import tile_mask
 from .tiled import TiledOutput, tiled_attention
 
 __all__ = ["flash_attention", "flash_attention_backward"]
 
 _LAYOUTS = {"q": "(..., n_q, d_k)", "k": "(..., n_k, d_k)", "v": "(..., n_k, d_v)"}
-
-
-def _prepare(q, k, v, mask, scale, causal, block_q, block_k) -> tuple[AttentionInputs, tuple[bool, int, int]]:  # noqa: ANN001
-    """The checked inputs in the compute dtype, q, k and v expanded (views) to the common batch; the options."""
-    x = attention_inputs(q, k, v, mask, scale)
-    options = (check_flag("causal", causal), check_int("block_q", block_q), check_int("block_k", block_k))
-    batch = x.scores_shape[:-2]
-    qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
-    return x._replace(q=qt, k=kt, v=vt), options
-
-
-def _visible(x: AttentionInputs, causal: bool, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor | None:
-    """The tile's mask (True = may attend), or None when every pair of the tile is visible."""
-    allowed = None if x.mask is None else x.mask[..., i0:i1, j0:j1]
-    if causal and j1 - 1 > i0:  # the tile crosses the diagonal (upper-left aligned, as is_causal)
-        tri = causal_block(torch.arange(i0, i1, device=x.q.device), torch.arange(j0, j1, device=x.q.device))
-        allowed = tri if allowed is None else allowed & tri
-    return allowed
 
 
 def _backward(
@@ -77,7 +59,7 @@ def _backward(
             i1 = min(i0 + block_q, n_q)
             q_blk, do_blk = q[..., i0:i1, :], grad_out[..., i0:i1, :]
             s = (q_blk * scale) @ k_blk.transpose(-2, -1)  # as the forward pass computed it
-            allowed = _visible(x, causal, i0, i1, j0, j1)
+            allowed = tile_mask(x.mask, range(i0, i1), range(j0, j1), causal=causal, device=q.device)
             if allowed is not None:
                 s = s.masked_fill(~allowed, -math.inf)
             p = torch.exp(s - lse[..., i0:i1, :])  # the tile of the weights, recomputed
@@ -93,7 +75,7 @@ class _FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, q, k, v, mask, scale, causal, block_q, block_k):  # noqa: ANN001, ANN205 -- autograd API
-        x, (causal, block_q, block_k) = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+        x, (causal, block_q, block_k) = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
         # tiled.py's forward pass, in the compute dtype (float32 for 16-bit inputs), so that the saved output
         # and log-sum-exp are those the backward pass recomputes the weights from
         out, lse = tiled_attention(x.q, x.k, x.v, x.mask, x.scale, causal=causal, block_q=block_q, block_k=block_k)
@@ -106,7 +88,7 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
         q, k, v, out, lse = ctx.saved_tensors
         mask, scale, causal, block_q, block_k = ctx.options
-        x, _ = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+        x, _ = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
         grads = _backward(x, out, lse, grad_out.to(x.q.dtype), causal, block_q, block_k)
         dq, dk, dv = (g.sum_to_size(t.shape).to(t.dtype) for g, t in zip(grads, (q, k, v), strict=True))
         return dq, dk, dv, None, None, None, None, None
@@ -149,7 +131,7 @@ def flash_attention(
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, layout=_LAYOUTS[name])
-    _prepare(q, k, v, mask, scale, causal, block_q, block_k)  # every check, before autograd sees the call
+    tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)  # every check, before autograd sees the call
     out, lse = _FlashAttention.apply(q, k, v, mask, scale, causal, block_q, block_k)
     return TiledOutput(out, lse)
 
@@ -188,7 +170,7 @@ def flash_attention_backward(
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, layout=_LAYOUTS[name])
-    x, (causal, block_q, block_k) = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+    x, (causal, block_q, block_k) = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
     out_shape = (*x.scores_shape[:-1], x.v.shape[-1])
     for name, t, shape, layout in (("out", out, out_shape, "(..., n_q, d_v)"),
                                    ("lse", lse, x.scores_shape[:-1], "(..., n_q)"),

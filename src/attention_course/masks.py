@@ -41,6 +41,7 @@ __all__ = [
     "from_torch_masks",
     "key_mask_to_attn_mask",
     "padding_mask",
+    "tile_mask",
     "to_torch_masks",
 ]
 
@@ -131,6 +132,35 @@ def causal_block(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.
         check_tensor(name, p, kind="integer", ndim=1, layout="of positions (n,)")
     check_same_device(("q_positions", "k_positions"), (q_positions, k_positions))
     return k_positions[None, :] <= q_positions[:, None]
+
+
+def tile_mask(
+    mask: torch.Tensor | None, rows: range, cols: range, *, causal: bool = False, device: torch.device | str = "cpu"
+) -> torch.Tensor | None:
+    """One tile of a tiled pass's mask (chapter 6): the slice ``mask[..., rows, cols]`` and, with ``causal``, the
+    upper-left causal rule (:func:`causal_block`) on the tile's positions, combined by logical and.
+
+    Args:
+        mask: ``None`` or a boolean mask broadcastable to the scores, True = may attend.
+        rows, cols: the query and key positions the tile covers, ``range(i0, i1)`` and ``range(j0, j1)``.
+        causal: apply the causal rule (only tiles that cross the diagonal need it).
+        device: where the causal part is built (that of the scores).
+
+    Returns:
+        The tile's mask, or None when every pair of the tile is visible.
+    """
+    for name, r in (("rows", rows), ("cols", cols)):
+        if not isinstance(r, range) or r.step != 1:
+            raise TypeError(f"{name} must be a range of consecutive positions such as range(0, 64), got {describe(r)}")
+    if mask is not None:
+        check_tensor("mask", mask, kind="bool", layout="(..., n_q, n_k)")
+    allowed = None if mask is None else mask[..., rows.start : rows.stop, cols.start : cols.stop]
+    if causal and cols.stop - 1 > rows.start:  # the tile crosses the diagonal
+        device = check_device("device", device)
+        tri = causal_block(torch.arange(rows.start, rows.stop, device=device),
+                           torch.arange(cols.start, cols.stop, device=device))
+        allowed = tri if allowed is None else allowed & tri
+    return allowed
 
 
 def causal_mask(

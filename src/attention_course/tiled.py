@@ -39,10 +39,8 @@ from ._checks import (
     ArrayLike,
     AttentionInputs,
     as_tensor,
-    attention_inputs,
     check_device,
     check_dtype,
-    check_flag,
     check_instance,
     check_int,
     check_mask,
@@ -51,9 +49,10 @@ from ._checks import (
     check_tensor,
     describe,
     same_kind,
+    tiling_inputs,
     to_output,
 )
-from .masks import causal_block
+from .masks import tile_mask
 
 __all__ = [
     "SoftmaxState",
@@ -323,15 +322,6 @@ class TileStep:
     state: SoftmaxState
 
 
-def _prepare(q, k, v, mask, scale, causal, block_q, block_k) -> tuple[AttentionInputs, tuple]:
-    """The checked inputs, q, k and v expanded to the common batch (views), and the tiling options."""
-    x = attention_inputs(q, k, v, mask, scale)
-    options = (check_flag("causal", causal), check_int("block_q", block_q), check_int("block_k", block_k))
-    batch = x.scores_shape[:-2]
-    qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
-    return x._replace(q=qt, k=kt, v=vt), options
-
-
 def _tile_steps(x: AttentionInputs, causal: bool, block_q: int, block_k: int) -> Iterator[TileStep]:
     """The tiled forward pass, one tile at a time."""
     qt, kt, vt, mt, scale = x.q, x.k, x.v, x.mask, x.scale
@@ -348,14 +338,8 @@ def _tile_steps(x: AttentionInputs, causal: bool, block_q: int, block_k: int) ->
         for j0 in range(0, k_end, block_k):
             j1 = min(j0 + block_k, k_end)
             s = q_blk @ kt_t[..., j0:j1]  # (..., bq, bk): the only score tile alive
-            allowed = None
-            if mt is not None:
-                allowed = mt[..., i0:i1, j0:j1]
-            if causal and j1 - 1 > i0:  # this tile crosses the diagonal: cut it by the positions it covers
-                tri = causal_block(
-                    torch.arange(i0, i1, device=s.device), torch.arange(j0, j1, device=s.device)
-                )
-                allowed = tri if allowed is None else allowed & tri
+            # a tile crossing the diagonal is cut by the positions it covers
+            allowed = tile_mask(mt, range(i0, i1), range(j0, j1), causal=causal, device=s.device)
             if allowed is not None:
                 s = s.masked_fill(~allowed, -math.inf)
             m_new = torch.maximum(state.m, s.amax(dim=-1))
@@ -415,7 +399,7 @@ def tiled_attention(
         TypeError / ValueError: as :func:`attention_course.scaled_dot_product_attention`, and for block sizes that
             are not positive integers.
     """
-    x, options = _prepare(q, k, v, mask, scale, causal, block_q, block_k)
+    x, options = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
     out = torch.zeros((*x.scores_shape[:-1], x.v.shape[-1]), dtype=x.q.dtype, device=x.q.device)
     lse = torch.full(x.scores_shape[:-1], -math.inf, dtype=x.q.dtype, device=x.q.device)
     last: TileStep | None = None
@@ -452,6 +436,6 @@ def tiled_attention_steps(q: ArrayLike, k: ArrayLike, v: ArrayLike, **options) -
     if set(options) - set(defaults):
         raise TypeError(f"options must be tiled_attention's {', '.join(defaults)}; "
                         f"got unexpected {sorted(set(options) - set(defaults))}")
-    settings = {**defaults, **options}  # in tiled_attention's order, as _prepare takes them
-    x, options = _prepare(q, k, v, *settings.values())  # checked at the call, not at the first step
+    settings = {**defaults, **options}  # in tiled_attention's order, as tiling_inputs takes them
+    x, options = tiling_inputs(q, k, v, *settings.values())  # checked at the call, not at the first step
     return _tile_steps(x, *options)

@@ -97,3 +97,12 @@ CASES += [
     case(m.padding_mask, lambda: m.padding_mask([1, 2], pad_id=0), TypeError, arg="pad_id", says="tokens=",
          id="masks.padding_mask-pad-id-with-lengths"),
 ]
+
+CASES += [
+    case(m.tile_mask, lambda: m.tile_mask(None, (0, 4), range(4), causal=True), TypeError, arg="rows",
+         says="range", id="masks.tile_mask-tuple"),
+    case(m.tile_mask, lambda: m.tile_mask(None, range(4), range(0, 8, 2)), TypeError, arg="cols",
+         says="consecutive", id="masks.tile_mask-step"),
+    case(m.tile_mask, lambda: m.tile_mask(torch.ones(4, 4), range(4), range(4)), TypeError, arg="mask",
+         id="masks.tile_mask-float-mask"),
+]
