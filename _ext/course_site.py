@@ -8,13 +8,20 @@ r"""Small Sphinx fixes for the course's site, each found by the browser test (te
 3. Chapter titles hold math (e.g. "Why divide the scores by $\sqrt{d_k}$"), and every page shows them in its
    navigation, but Sphinx loads MathJax only on pages whose own text has math: the bibliography and index
    pages showed raw TeX in the sidebar. The assets policy "always" loads it on every page.
+4. The notebooks' Markdown is plain CommonMark (so it reads in JupyterLab and Colab); `notebook_links.to_roles`
+   turns their figure and citation links into MyST roles before each page is parsed, so the site numbers and
+   links them as before.
 
 Kept outside the book's source on purpose: Jupyter Book 1 injects every .js found in a `_static/` there.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from notebook_links import to_roles  # noqa: E402
 
 STATIC = Path(__file__).parent / "static"
 
@@ -31,6 +38,10 @@ def _dedupe(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = kept
 
 
+def _plain_links_to_roles(app, docname: str, source: list[str]) -> None:
+    source[0] = to_roles(source[0])
+
+
 def _static(app) -> None:
     app.config.html_static_path.append(str(STATIC))
 
@@ -38,6 +49,7 @@ def _static(app) -> None:
 def setup(app):
     app.set_html_assets_policy("always")
     app.connect("builder-inited", _static)
+    app.connect("source-read", _plain_links_to_roles)
     app.add_css_file("course.css")
     app.connect("html-page-context", _dedupe, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -43,6 +43,8 @@ def test_notebook_house_rules(path):
     first = code[0].source
     # One setup cell: installs the package when missing, seeds every RNG, applies the figure style.
     assert "ATTENTION_COURSE_SOURCE" in first and "ac.setup_notebook(seed=" in first, "first code cell is not setup"
+    # On the site the setup cell is collapsed (a reader can expand it): a chapter opens with its question.
+    assert "hide-input" in code[0].metadata.get("tags", []), "the setup cell is not tagged hide-input"
     for i, cell in enumerate(code):
         assert cell.execution_count is not None, f"code cell {i} was never executed"
         assert not [o for o in cell.outputs if o.output_type == "error"], f"code cell {i} has an error output"
@@ -64,9 +66,11 @@ def test_notebook_house_rules(path):
             data = out.get("data", {})
             if str(data.get("text/plain", "")).startswith("<Figure"):
                 assert "image/png" in data, f"code cell {i} has a figure saved without its image (refresh it)"
-    # every figure reference points at a named figure in this notebook or another chapter
+    # every figure reference points at a named figure in this notebook (tests/test_notebook_markdown.py checks
+    # the links' form and numbers across the book)
     names = {c.metadata.get("mystnb", {}).get("figure", {}).get("name") for c in code} - {None}
-    refs = set(re.findall(r"\{numref\}`([^`<]+)`", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")))
+    refs = set(re.findall(r"\]\(#(fig-[^)]+)\)", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")))
+    assert refs, "no figure is referred to"
     assert refs <= names, f"figure references without a named figure: {sorted(refs - names)}"
 
 
@@ -129,7 +133,8 @@ def test_saved_outputs_were_made_by_the_current_code(path):
 
 
 def test_bibliography_parses_and_holds_every_cited_key():
-    """references.bib is valid BibTeX (a dropped brace fails the site build late) and every {cite} key exists."""
+    """references.bib is valid BibTeX (a dropped brace fails the site build late) and every cited key exists: the
+    pages' {cite} roles and the notebooks' plain links to bibliography.md#key."""
     import re
 
     from pybtex.database import parse_file
@@ -140,4 +145,5 @@ def test_bibliography_parses_and_holds_every_cited_key():
     for page in [*(root / "book").glob("*.ipynb"), *(root / "book").glob("*.md")]:
         for group in re.findall(r"\{cite(?::[a-z]+)?\}`([^`]*)`", page.read_text()):
             cited.update(k.strip() for k in group.split(","))
+        cited.update(re.findall(r"\]\(bibliography\.md#([^)]+)\)", page.read_text()))
     assert cited and cited <= keys, sorted(cited - keys)

@@ -36,9 +36,10 @@ ALLOWED: dict[str, dict[str, str]] = {
 }
 
 NUMBER = re.compile(r"(?<![\w.])\d+(?:[ \u202f\u2009]\d{3})*(?:\.\d+)?(?![\w])")
-#: Prose that names places, not quantities: "§2.3", "chapter 5", "footnote 4", "Table 3", "eq. (1)", "Figure 2".
+#: Prose that names places, not quantities: "§2.3", "chapter 5", "footnote 4", "Table 3", "eq. (1)", "Figure 2",
+#: "Fig. 12".
 REFERENCE = re.compile(
-    r"(§\s*[\d.–-]+|\b(?:[Cc]hapters?|[Ff]ootnotes?|[Tt]ables?|[Ss]ections?|[Ff]igures?|[Ee]q\.|[Ee]quations?)"
+    r"(§\s*[\d.–-]+|\b(?:[Cc]hapters?|[Ff]ootnotes?|[Tt]ables?|[Ss]ections?|[Ff]igures?|Fig\.|[Ee]q\.|[Ee]quations?)"
     r"\s*\(?\d+(?:\.\d+)*\)?(?:\s*(?:and|to|–|-)\s*\d+(?:\.\d+)*)*)"
 )
 
@@ -61,6 +62,7 @@ def _prose(markdown: str) -> str:
     text = re.sub(r"^\s*#+.*$", " ", text, flags=re.M)  # headings ("## 2.3 …")
     text = re.sub(r"^\s*\d+\.\s", " ", text, flags=re.M)  # numbered-list markers
     text = re.sub(r"\(\s*\d{4}[a-z]?\s*\)|\bet al\.,? \d{4}", " ", text)  # years of citations: (2017)
+    text = re.sub(r", \d{4}[a-z]?\]", "]", text)  # and of citation links: [Dao, 2024](bibliography.md#…)
     return REFERENCE.sub(" ", text) + " " + in_math
 
 

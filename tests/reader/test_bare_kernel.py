@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,54 @@ def test_notebook_installs_the_package_in_a_bare_kernel(tmp_path):
     where = [str(py), "-c", "import attention_course, sys; print(attention_course.__file__)"]
     installed = subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip()
     assert installed.startswith(str(venv)), installed
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "book").glob("*.ipynb")), ids=lambda p: p.name)
+def test_markdown_reads_cleanly_without_extensions(path):
+    """What a plain Jupyter or Colab shows of the prose: each notebook rendered by nbconvert's HTML exporter
+    (CommonMark plus $math$, no MyST). No role, target or directive may survive as text; figure and citation
+    links render as links; every figure's caption is on the page."""
+    from html.parser import HTMLParser
+
+    from nbconvert import HTMLExporter
+
+    from .test_site import RAW_MARKUP
+
+    nb = nbformat.read(path, as_version=4)
+    body, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
+
+    class Markdown(HTMLParser):  # the text and links of the rendered Markdown cells only
+        def __init__(self):
+            super().__init__()
+            self.depth, self.text, self.links = 0, [], []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if self.depth:
+                self.depth += tag not in ("br", "img", "hr", "input")
+                if tag == "a":
+                    self.links.append(a.get("href", ""))
+            elif "text_cell_render" in (a.get("class") or ""):
+                self.depth = 1
+
+        def handle_endtag(self, tag):
+            if self.depth:
+                self.depth -= 1
+
+        def handle_data(self, data):
+            if self.depth:
+                self.text.append(data)
+
+    parsed = Markdown()
+    parsed.feed(body)
+    text = "".join(parsed.text)
+    assert "Fig. 1." in text or len(text) > 1000, "no rendered Markdown found"
+    markup = sorted({m.group(0) for m in RAW_MARKUP.finditer(text)})
+    assert not markup, f"markup a bare Jupyter shows as text: {markup}"
+    assert not re.findall(r"\{[a-z][a-z:-]*\}`|^\([\w:-]+\)=|\]\(", text, re.M), "MyST or link syntax left as text"
+    captions = [c.metadata["mystnb"]["figure"]["caption"] for c in nb.cells if "mystnb" in c.metadata]
+    assert captions, f"{path.name} has no captioned figure"
+    for caption in captions:
+        opening = " ".join(caption.split()[:6])  # math stays $...$ in the HTML (MathJax typesets it in a browser)
+        assert "Fig. " in text and opening in re.sub(r"\s+", " ", text), f"caption not shown: {caption[:60]}"
+    assert any(h.startswith("#fig-") for h in parsed.links) and any("bibliography.md#" in h for h in parsed.links)

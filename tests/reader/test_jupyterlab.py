@@ -1,5 +1,7 @@
 """JupyterLab, for real: start `jupyter lab` on 127.0.0.1, open chapter 1 in Chromium, run all cells through the
-menu, save, and check on the saved file that every code cell ran and none produced an error."""
+menu, save, and check on the saved file that every code cell ran and none produced an error. On the page itself:
+every Markdown cell rendered, each figure's caption visible (the caption cells of tools/notebook_markdown.py), and
+no MyST markup left as text (the notebooks' Markdown is plain CommonMark, see _ext/notebook_links.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,19 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from .conftest import ROOT, SCREENSHOTS, guard_network
+from .test_site import RAW_MARKUP
 
 pytestmark = pytest.mark.reader
 
 NOTEBOOK = ROOT / "book" / "01_soft_lookup.ipynb"
+
+
+# The caption of chapter 1's first figure, as its caption cell shows it in the notebook.
+CAPTION = "Fig. 1. Weight on the key that equals the query"
+
+
+def _markdown_cells(nb: dict) -> list[str]:
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
 
 
 def _free_port() -> int:
@@ -73,7 +84,13 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     log = (tmp_path / "lab.log").open("w")
-    proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    # Render every cell, not only those on screen (JupyterLab's default windowing renders lazily), so the page's
+    # text can be read whole: a user setting in a settings directory of this test's own.
+    settings = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "lab-settings")}
+    proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_for_server(f"{base}/api/status?token={token}", proc)
@@ -102,7 +119,20 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
             page.wait_for_timeout(1000)
             if nb_path.stat().st_mtime_ns != before and _all_ran(json.loads(nb_path.read_text())):
                 break
+        rendered = page.evaluate(
+            """() => ({
+              cells: document.querySelectorAll('.jp-MarkdownCell').length,
+              rendered: document.querySelectorAll('.jp-MarkdownCell.jp-mod-rendered').length,
+              text: Array.from(document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown'))
+                         .map(e => e.innerText).join('\\n'),
+            })"""
+        )
+        caption = page.locator(".jp-RenderedMarkdown", has_text=CAPTION).first
+        caption.scroll_into_view_if_needed()
+        caption_visible = caption.is_visible()
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "jupyterlab-chapter1-caption.png"))
+        page.keyboard.press("Control+Home")
         page.screenshot(path=str(SCREENSHOTS / "jupyterlab-chapter1.png"))
         context.close()
     finally:
@@ -128,3 +158,11 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
     # the figures were drawn in the browser too
     assert sum("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", [])) >= 2
     assert not attempted, attempted
+    # What the reader sees: every Markdown cell rendered, the figure's caption on screen, no markup debris.
+    n_markdown = len(_markdown_cells(json.loads(NOTEBOOK.read_text())))
+    assert rendered["cells"] == rendered["rendered"] == n_markdown, rendered | {"expected": n_markdown}
+    assert caption_visible, f"the caption {CAPTION!r} is not on screen"
+    markup = sorted({m.group(0) for m in RAW_MARKUP.finditer(rendered["text"])})
+    assert not markup, f"MyST markup shown as text in JupyterLab: {markup}"
+    assert "1. Attention as a soft dictionary lookup" in rendered["text"]  # the whole notebook was read
+    assert "[Fig." not in rendered["text"] and "Fig. 2" in rendered["text"]  # figure links render as links

@@ -3,7 +3,9 @@
 For every page: all math typeset by the offline MathJax (no raw TeX left, no MathJax errors), every image
 loaded, no console errors, no request leaving the machine, nothing wider than the screen; a screenshot at desktop
 and at phone width. Then:
-search finds "softmax", the prev/next links walk the book in `_toc.yml` order, and the bibliography renders.
+search finds "softmax", the prev/next links walk the book in `_toc.yml` order, the bibliography renders, each
+chapter opens with its question (the setup cell collapsed), and in dark mode no text is invisible and every figure
+keeps its own opaque background.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ pytestmark = pytest.mark.reader
 # Raw TeX that must not survive typesetting in the page's prose (code cells are excluded: they may hold TeX
 # inside matplotlib labels). `W^Q` catches a chapter title whose math a cross-reference printed as plain text.
 RAW_TEX = re.compile(r"\\frac|\\sqrt|\\sum|\\begin\{|\\operatorname|\$\$|\\\(|\\\[|\b[A-Za-z]\^[A-Za-z{]")
+# Markup the site must have turned into links: MyST roles, and the notebooks' plain figure/citation links
+# (_ext/notebook_links.py turns those into roles before Sphinx parses the page).
+RAW_MARKUP = re.compile(r"\{(numref|cite|doc|ref)[a-z:]*\}|\]\(#fig-|bibliography\.md#")
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
@@ -102,6 +107,9 @@ def test_every_page_renders_offline(browser, site, site_url):
             raw = RAW_TEX.findall(report["text"])
             if raw:
                 problems.append(f"{where}: raw TeX left in the text: {sorted(set(raw))}")
+            markup = sorted({m.group(0) for m in RAW_MARKUP.finditer(report["text"])})
+            if markup:
+                problems.append(f"{where}: unresolved markup in the text: {markup}")
             for src, complete, width in report["images"]:
                 if not complete or width == 0:
                     problems.append(f"{where}: image not loaded: {src}")
@@ -170,3 +178,95 @@ def test_notebook_pages_have_colab_and_download_buttons(site):
         assert download, f"{nb.name}: no download link to the .ipynb"
         target = (site / "book" / download.group(1)).resolve()
         assert target.is_file(), f"{nb.name}: download link points at a missing file {target}"
+
+
+def _chapters() -> list[str]:
+    return [f"book/{nb.stem}" for nb in sorted((ROOT / "book").glob("*.ipynb"))]
+
+
+def test_chapters_open_with_their_question_and_the_setup_cell_collapsed(browser, site_url):
+    """The setup cell (a guarded pip install) is tagged hide-input: collapsed under a toggle a reader can open."""
+    problems = []
+    for rel in _chapters():
+        context, page, errors, _ = _visit(browser, f"{site_url}/{rel}.html", VIEWPORTS["desktop"])
+        setup = page.locator(".cell", has_text="ATTENTION_COURSE_SOURCE").first
+        source = setup.locator(".cell_input pre").first
+        if source.is_visible():
+            problems.append(f"{rel}: the setup cell's code shows before the reader asks for it")
+        title_y = page.locator("article h1").first.bounding_box()["y"]
+        question_y = page.locator("article h1 ~ p").first.bounding_box()["y"]
+        setup_y = setup.bounding_box()["y"]
+        if not title_y < question_y < setup_y:
+            problems.append(f"{rel}: the page does not open with its title and question (y: {title_y}, "
+                            f"{question_y}, setup {setup_y})")
+        setup.locator("summary").first.click()  # the reader opens it
+        if not source.is_visible():
+            problems.append(f"{rel}: the setup cell does not open when its toggle is clicked")
+        problems += [f"{rel}: console error: {e}" for e in errors]
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+# Per element with its own text: its colour, the first opaque background behind it, and WCAG's contrast ratio.
+_CONTRAST = """() => {
+  const rgba = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c;
+    }
+    return rgba(getComputedStyle(document.documentElement).backgroundColor);
+  };
+  const low = [];
+  let checked = 0;
+  for (const el of document.querySelectorAll('article *')) {
+    const own = Array.from(el.childNodes).some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || el.closest('mjx-container, script, style') || !el.getClientRects().length) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility !== 'visible' || +style.opacity === 0) continue;
+    const a = lum(rgba(style.color)), b = lum(background(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    checked += 1;
+    if (ratio < 3) low.push([el.tagName, el.textContent.trim().slice(0, 40), ratio.toFixed(2)]);
+  }
+  const images = Array.from(document.querySelectorAll('article img')).map(img => {
+    const c = document.createElement('canvas');
+    c.width = img.naturalWidth; c.height = img.naturalHeight;
+    const g = c.getContext('2d');
+    g.drawImage(img, 0, 0);
+    const corners = [[0, 0], [c.width - 1, 0], [0, c.height - 1], [c.width - 1, c.height - 1]];
+    return [img.src, Math.min(...corners.map(([x, y]) => g.getImageData(x, y, 1, 1).data[3]))];
+  });
+  return {theme: document.documentElement.dataset.theme, checked, low, images};
+}"""
+
+
+def test_dark_mode_keeps_text_and_figures_readable(browser, site_url):
+    """A reader whose system is in dark mode gets the dark theme (default_mode: auto): every piece of text keeps a
+    contrast of at least 3 against what is behind it, and every figure an opaque background of its own (a
+    transparent PNG would draw black axes on the dark page)."""
+    problems = []
+    for rel in _toc_pages():
+        context = browser.new_context(viewport=VIEWPORTS["desktop"], color_scheme="dark")
+        attempted: list[str] = []
+        guard_network(context, attempted)
+        page = context.new_page()
+        page.goto(f"{site_url}/{rel}.html", wait_until="load")
+        _wait_for_math(page)
+        report = page.evaluate(_CONTRAST)
+        if rel == "book/01_soft_lookup":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / "dark-mode-chapter1.png"))
+        context.close()
+        if report["theme"] != "dark":
+            problems.append(f"{rel}: the theme is {report['theme']!r} for a reader in dark mode")
+        if report["checked"] < 10:
+            problems.append(f"{rel}: only {report['checked']} text elements found to check")
+        problems += [f"{rel}: low-contrast text {t}" for t in report["low"]]
+        problems += [f"{rel}: figure with a transparent background {src}" for src, a in report["images"] if a < 255]
+        problems += [f"{rel}: request leaving the machine: {u}" for u in attempted]
+    assert not problems, "\n".join(problems)
