@@ -140,6 +140,24 @@ def test_transformer_lr_is_the_papers_schedule():
         transformer_lr(0, d, w)
 
 
+def test_transformer_lr_without_its_ramp_keeps_the_peak_and_the_decay():
+    import math
+
+    import pytest
+
+    from attention_course.train import transformer_lr
+
+    d, w = 64, 300
+    peak = transformer_lr(w, d, w)
+    flat = [transformer_lr(s, d, w, ramp=False) for s in range(1, w + 1)]
+    assert all(math.isclose(x, peak) for x in flat)  # at the peak from step 1, not above it
+    assert transformer_lr(1, d, 1) > 17 * peak  # what warmup=1 does instead: sqrt(300) ≈ 17.3 times higher
+    for s in (w, w + 1, 2 * w, 10 * w):  # the same decay after the warm-up
+        assert math.isclose(transformer_lr(s, d, w, ramp=False), transformer_lr(s, d, w))
+    with pytest.raises(TypeError, match="ramp"):
+        transformer_lr(5, d, w, ramp="no")
+
+
 def test_label_smoothing_equals_pytorch_and_is_smoothed():
     import pytest
     import torch.nn.functional as F

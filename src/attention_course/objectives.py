@@ -7,12 +7,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._checks import LOW_PRECISION, as_index, check_int, check_real, check_tensor, check_token_ids
+from ._checks import LOW_PRECISION, as_index, check_flag, check_int, check_real, check_tensor, check_token_ids
 
 __all__ = ["label_smoothed_cross_entropy", "transformer_lr"]
 
 
-def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
+def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0, *, ramp: bool = True) -> float:
     r"""The learning-rate schedule of Vaswani et al. (2017), eq. (3), chapter 5:
 
     :math:`\text{lr} = \text{factor}\cdot d_\text{model}^{-1/2}\cdot\min(\text{step}^{-1/2},\;
@@ -20,13 +20,18 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 
     proportional to the inverse square root of the step. The two branches meet at ``step = warmup``, where the
     rate peaks at ``factor / sqrt(d_model · warmup)``.
 
+    With ``ramp=False`` the warm-up is removed and nothing else: the rate holds that peak for the first ``warmup``
+    steps, then decays exactly as above — chapter 5's control for "is it the ramp that matters, or the size of
+    the steps?" (``warmup=1`` would also remove the ramp, but start ``sqrt(warmup)`` times higher).
+
     Raises:
-        TypeError: ``step``, ``d_model`` or ``warmup`` not integers, ``factor`` not a number.
+        TypeError: ``step``, ``d_model`` or ``warmup`` not integers, ``factor`` not a number, ``ramp`` not a bool.
         ValueError: ``step < 1``, ``d_model < 1``, ``warmup < 1`` or ``factor < 0``.
     """
     step, d_model, warmup = check_int("step", step), check_int("d_model", d_model), check_int("warmup", warmup)
     factor = check_real("factor", factor, low=0.0)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    rising = step * warmup**-1.5 if check_flag("ramp", ramp) else warmup**-0.5
+    return factor * d_model**-0.5 * min(step**-0.5, rising)
 
 
 def label_smoothed_cross_entropy(

@@ -335,6 +335,7 @@ def fit_seq2seq(
     eps: float = 1e-9,
     clip: float | None = 1.0,
     progress: bool = False,
+    ramp: bool = True,
 ) -> History:
     """Train a sequence-to-sequence model with teacher forcing, the paper's optimiser settings and schedule
     (chapter 5).
@@ -342,11 +343,12 @@ def fit_seq2seq(
     Each step: ``src, tgt = sample(step)`` (ids, padded with ``pad_id``; ``tgt`` starts with BOS); the model
     reads ``model(src, tgt[:, :-1])`` and is scored on predicting ``tgt[:, 1:]`` with label-smoothed
     cross-entropy (padding ignored); Adam with ``betas``, ``eps`` and the learning rate
-    :func:`transformer_lr` ``(step, model.d_model, warmup, factor)``; gradient-norm clipping at ``clip``.
+    :func:`transformer_lr` ``(step, model.d_model, warmup, factor, ramp=ramp)``; gradient-norm clipping at ``clip``.
     Batches are moved to the model's device.
 
     Args:
         progress: show a tqdm progress bar on stderr (keep it off in notebooks checked by nbval).
+        ramp: ``False`` removes the warm-up's linear ramp and keeps its peak (see :func:`transformer_lr`).
 
     Returns:
         A :class:`History` with the loss per step and ``extra["lr"]``, the learning rate used at each step.
@@ -373,6 +375,7 @@ def fit_seq2seq(
         check_real(f"betas[{i}]", b, low=0.0, high=1.0, open_high=True)
     check_real("eps", eps, low=0.0, open_low=True)
     check_flag("progress", progress)
+    check_flag("ramp", ramp)
     d_model = int(model.d_model)
     device = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
@@ -381,7 +384,7 @@ def fit_seq2seq(
     # A bar redrawn every 10 s at most: a notebook stores every redraw as an output.
     bar = tqdm(range(steps), disable=not progress, desc="training", mininterval=10.0)
     for step in bar:
-        lr = transformer_lr(step + 1, d_model, warmup, factor)
+        lr = transformer_lr(step + 1, d_model, warmup, factor, ramp=ramp)
         for group in opt.param_groups:
             group["lr"] = lr
         src, tgt = _seq2seq_batch(sample(step))
