@@ -52,9 +52,10 @@ def reversal_plan(info: DeviceInfo) -> ReversalPlan:
     """Choose the device and dtype for chapter 5's training run from a device's properties.
 
     - The model and budget are :data:`REVERSAL_CONFIG` everywhere.
-    - The dtype is float32 on every device, whatever :func:`~attention_course.device.compute_dtype` would pick: a
-      model of d_model 64 is bound by kernel launches, not arithmetic, so 16-bit buys no speed, and the chapter
-      asserts that cached decoding's logits equal a full pass to 1e-4, which bfloat16's 8-bit mantissa cannot meet.
+    - The dtype is float32 on every device, whatever :func:`~attention_course.device.compute_dtype` would pick: the
+      chapter's asserted results were reached in float32, and it checks that cached decoding's logits equal a full
+      pass to 1e-4, which bfloat16's 8-bit mantissa cannot meet. (With d_model 64 each matrix product is too small
+      for 16-bit tensor cores to pay much; an expectation, not a timing.)
     - A CUDA or MPS device is used when :func:`~attention_course.device.memory_budget` leaves
       :data:`REVERSAL_BYTES` for it; otherwise the CPU, with a one-line note saying why.
 
