@@ -282,20 +282,38 @@ class Corpus:
         return "".join(self.chars[i] for i in t.tolist())
 
 
-def find_data_file(name: str = CORPUS_FILE) -> Path:
+def find_data_file(name: str = CORPUS_FILE, repository: str | None = None) -> Path:
     """The path of ``data/<name>`` in the checkout the package runs from, else under the current folder or its
-    parent (a notebook in ``book/``). ValueError, listing where it looked, when there is none."""
+    parent (a notebook in ``book/``). A reader with only the installed package (Colab) passes ``repository`` (the
+    course's URL, a setup cell's ``REPO``): the file is then downloaded once from
+    ``<repository>/raw/main/data/<name>`` into ``~/.cache/attention_course/``.
+
+    Raises:
+        TypeError: ``name`` or ``repository`` not a string.
+        ValueError: ``name`` not a plain file name, or no such file and no ``repository`` to fetch it from.
+    """
     if not isinstance(name, str):
         raise TypeError(f"name must be a file name such as {CORPUS_FILE!r}, got {describe(name)}")
     if not name or Path(name).name != name:
         raise ValueError(f"name must be a plain file name in data/, such as {CORPUS_FILE!r}, got {name!r}")
+    if repository is not None and not isinstance(repository, str):
+        raise TypeError(f"repository must be the course's URL (a string), got {describe(repository)}")
     folders = [Path(__file__).resolve().parents[2], Path.cwd(), Path.cwd().parent]
-    for folder in folders:
-        path = folder / "data" / name
+    cached = Path.home() / ".cache" / "attention_course" / name
+    for path in [*(folder / "data" / name for folder in folders), cached]:
         if path.is_file():
             return path
-    looked = ", ".join(str(f / "data") for f in folders)
-    raise ValueError(f"name must name a file in the course's data/ folder, got {name!r}, not found in {looked}")
+    if repository is None:
+        looked = ", ".join(str(f / "data") for f in folders)
+        raise ValueError(f"name must name a file in the course's data/ folder, got {name!r}, not found in {looked}; "
+                         "pass repository= to download it")
+    import urllib.request
+
+    base = repository.removeprefix("git+").removesuffix(".git").rstrip("/")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(f"{base}/raw/main/data/{name}", timeout=120) as response:
+        cached.write_bytes(response.read())
+    return cached
 
 
 def split_lines(text: str, block: int = 50, every: int = 10) -> tuple[str, str]:
@@ -312,15 +330,17 @@ def split_lines(text: str, block: int = 50, every: int = 10) -> tuple[str, str]:
     return "".join(parts[0]), "".join(parts[1])
 
 
-def load_corpus(path: str | os.PathLike | None = None, *, block: int = 50, every: int = 10) -> Corpus:
-    """The text at ``path`` (default: ``data/kjv.txt``, the King James Bible, public domain) as a :class:`Corpus`:
-    characters as tokens, split by :func:`split_lines` (``block``, ``every``).
+def load_corpus(path: str | os.PathLike | None = None, *, block: int = 50, every: int = 10,
+                repository: str | None = None) -> Corpus:
+    """The text at ``path`` (default: ``data/kjv.txt``, the King James Bible, public domain; found, or downloaded
+    from ``repository``, by :func:`find_data_file`) as a :class:`Corpus`: characters as tokens, split by
+    :func:`split_lines` (``block``, ``every``).
 
     Raises:
         TypeError: ``path`` not a path. ValueError: no such file; a text with no validation block.
     """
     if path is None:
-        path = find_data_file()
+        path = find_data_file(repository=repository)
     elif not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path, got {describe(path)}")
     path = Path(path)
