@@ -8,10 +8,19 @@ import torch
 
 from attention_course.gpt import GPT, GPTConfig, generate
 from attention_course.interop import from_gpt2_state_dict, gpt2_config
+from attention_course.measure import cpu_threads
 from attention_course.multihead import MultiHeadAttention
 from attention_course.positional import apply_rope
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These models are tiny: on a busy 2-core machine, two threads waiting on each other made a 0.1 s test take
+    8 s."""
+    with cpu_threads(1):
+        yield
 
 
 def _model(dtype=torch.float32, seed=0, **options) -> GPT:
