@@ -1,4 +1,4 @@
-"""Synthetic tasks generated on the fly, no downloads (chapters 2–5), and the text corpus of chapter 7.
+"""Synthetic tasks generated on the fly, no downloads (chapters 2–5), and chapter 7's text corpus (committed in data/).
 
 A function that draws one batch takes a ``torch.Generator``; a sampler, which owns a stream of batches for
 :func:`attention_course.train.fit`, takes a ``seed: int`` and makes its own generator. Both return plain integer
