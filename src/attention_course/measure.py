@@ -242,7 +242,9 @@ def attention_flops(
 
 #: Dense (no sparsity) 16-bit tensor-core peaks in TFLOP/s from the vendors' data sheets — bfloat16 where the GPU
 #: has bfloat16 tensor cores, float16 on the T4 and V100, which have none (bfloat16 runs far below this there) —
-#: matched against ``torch.cuda.get_device_name()`` (more specific names first).
+#: matched against ``torch.cuda.get_device_name()`` (more specific names first). Every entry accumulates in
+#: float32, as PyTorch's 16-bit matrix products do: GeForce cards (the RTX 4090) quote twice as much with a
+#: float16 accumulator, a rate PyTorch does not use.
 PEAK_TFLOPS_16BIT: dict[str, float] = {
     "H100 PCIe": 756.0,
     "H100 NVL": 835.0,

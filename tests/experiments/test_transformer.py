@@ -10,8 +10,9 @@ from attention_course.device import DeviceInfo
 from attention_course.experiments.transformer import (
     REVERSAL_BYTES,
     REVERSAL_CONFIG,
+    ablated_head,
+    mean_head_outputs,
     reversal_plan,
-    zeroed_head,
 )
 from attention_course.multihead import MultiHeadAttention
 
@@ -41,14 +42,14 @@ def test_the_configuration_is_not_shared_between_plans():
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
-def test_zeroed_head_removes_exactly_that_head(need_weights):
+def test_zero_ablation_removes_exactly_that_head(need_weights):
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     before = mha.out_proj.weight.detach().clone()
     with torch.no_grad():
         full, _ = mha(x, x, x, need_weights=need_weights)
-        with zeroed_head(mha, 1):
+        with ablated_head(mha, 1):
             ablated, _ = mha(x, x, x, need_weights=need_weights)
     assert torch.equal(mha.out_proj.weight, before)  # restored
     heads = _head_outputs(mha, x)  # by hand: the heads' outputs before out_proj, head 1 zeroed
@@ -67,10 +68,47 @@ def _head_outputs(mha, x):
         return (w @ v).transpose(1, 2).reshape(2, 5, 8)
 
 
-def test_zeroed_head_restores_on_error():
+def test_ablated_head_restores_on_error():
     mha = MultiHeadAttention(8, 2)
     before = mha.out_proj.weight.detach().clone()
-    with pytest.raises(RuntimeError), zeroed_head(mha, 0):
+    with pytest.raises(RuntimeError), ablated_head(mha, 0):
         raise RuntimeError("inside")
     assert torch.equal(mha.out_proj.weight, before)
 
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_mean_ablation_puts_the_heads_mean_in_place_of_its_output(need_weights):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    keep = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    means = mean_head_outputs(mha, lambda: mha(x, x, x, need_weights=need_weights), where=keep)
+    heads = _head_outputs(mha, x)
+    torch.testing.assert_close(means, heads[keep].mean(0).view(2, 4), rtol=0, atol=1e-12)  # the mean, by hand
+    w_before, b_before = mha.out_proj.weight.detach().clone(), mha.out_proj.bias.detach().clone()
+    with torch.no_grad(), ablated_head(mha, 0, means[0]):
+        ablated, _ = mha(x, x, x, need_weights=need_weights)
+    assert torch.equal(mha.out_proj.weight, w_before) and torch.equal(mha.out_proj.bias, b_before)
+    heads[..., :4] = means[0]  # by hand: head 0's output replaced by its mean at every position
+    torch.testing.assert_close(ablated, heads @ w_before.T + b_before, rtol=0, atol=1e-12)
+    assert mean_head_outputs(mha, lambda: mha(x, x, x)).shape == (2, 4)  # every position when where is None
+
+
+def test_mean_ablation_of_a_constant_head_changes_nothing():
+    """A head whose output is the same at every position carries no information: mean-ablating it is exact."""
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
+    with torch.no_grad():
+        mha.in_projections()[2][:4] = 0  # head 0's values: zero weights ...
+        mha._in_biases()[2][:4] = torch.arange(4.0)  # ... and a bias, so its output is that bias everywhere
+    x = torch.randn(3, 6, 8, dtype=torch.float64)
+    means = mean_head_outputs(mha, lambda: mha(x, x, x))
+    with torch.no_grad():
+        full, _ = mha(x, x, x)
+        with ablated_head(mha, 0, means[0]):
+            ablated, _ = mha(x, x, x)
+        with ablated_head(mha, 0):
+            zeroed, _ = mha(x, x, x)
+    torch.testing.assert_close(ablated, full, rtol=0, atol=1e-12)
+    assert not torch.allclose(zeroed, full)  # a zero-ablation moves the output all the same
