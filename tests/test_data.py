@@ -76,3 +76,44 @@ def test_reverse_digits_splits_are_disjoint():
     seen, held = {tuple(r) for r in train.src.tolist()}, {tuple(r) for r in test.src.tolist()}
     assert seen and held and not seen & held
     assert 0.03 < len(held) / (len(seen) + len(held)) < 0.25  # about one string in ten is held out
+
+
+# --------------------------------------------------------------------------------------------- chapter 7
+def test_the_corpus_is_the_committed_file_split_deterministically():
+    import hashlib
+
+    from attention_course.data import find_data_file, load_corpus, split_lines
+
+    path = find_data_file()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest == "b5c4940bcfeee072c0935b5200d0f9d88a00a0199cb0961d16133458fcdfae5d"  # data/README.md's
+    assert path.stat().st_size <= 5 * 2**20
+    corpus = load_corpus()
+    assert corpus.vocab_size == 63 and corpus.chars == "".join(sorted(set(corpus.chars)))
+    text = path.read_text()
+    assert corpus.train.numel() + corpus.validation.numel() == len(text)
+    assert 0.09 < corpus.validation.numel() / len(text) < 0.11
+    train, validation = split_lines(text)
+    assert corpus.decode(corpus.train[:60]) == train[:60] and corpus.decode(corpus.validation[-60:]) == validation[-60:]
+    assert train.startswith("In the beginning God created the heaven and the earth.\n")
+    assert corpus.decode(corpus.encode("And God said, Let there be light")) == "And God said, Let there be light"
+
+
+def test_split_lines_blocks():
+    from attention_course.data import split_lines
+
+    text = "".join(f"{i}\n" for i in range(25))
+    train, validation = split_lines(text, block=2, every=3)
+    assert validation == "4\n5\n10\n11\n16\n17\n22\n23\n"
+    assert sorted((train + validation).splitlines(), key=int) == [str(i) for i in range(25)]
+
+
+def test_text_sampler_targets_are_the_next_characters():
+    from attention_course.data import text_sampler
+
+    ids = torch.arange(100)
+    (tokens,), targets = text_sampler(ids, 4, 9, seed=0)(0)
+    assert tokens.shape == targets.shape == (4, 9)
+    assert torch.equal(targets, tokens + 1) and int(targets.max()) < 100
+    (again,), _ = text_sampler(ids, 4, 9, seed=0)(0)
+    assert torch.equal(again, tokens)

@@ -1,4 +1,4 @@
-"""Synthetic tasks generated on the fly, no downloads (chapters 2–5).
+"""Synthetic tasks generated on the fly, no downloads (chapters 2–5), and chapter 7's text corpus (committed in data/).
 
 A function that draws one batch takes a ``torch.Generator``; a sampler, which owns a stream of batches for
 :func:`attention_course.train.fit`, takes a ``seed: int`` and makes its own generator. Both return plain integer
@@ -8,11 +8,14 @@ embeds them with separate tables), so a model cannot confuse them.
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ._checks import check_choice, check_generator, check_int
+from ._checks import check_choice, check_generator, check_int, check_tensor, check_token_ids, describe
 
 if TYPE_CHECKING:
     from .train import Sampler
@@ -238,3 +241,147 @@ def reverse_digits(
 
 
 __all__ += ["BOS_ID", "EOS_ID", "FIRST_SYMBOL", "PAD_ID", "Seq2SeqBatch", "reverse_digits"]
+
+
+# --------------------------------------------------------------------------------------------- chapter 7
+#: The corpus chapter 7 trains on (``data/kjv.txt``; provenance and licence in ``data/README.md``).
+CORPUS_FILE = "kjv.txt"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A text as character-level token ids, split into training and validation text (chapter 7).
+
+    Attributes:
+        train, validation: int64 ids ``(n_train,)``, ``(n_validation,)``: the verses of each split joined in order,
+            each ending with its newline.
+        chars: the vocabulary, token id ``i`` is ``chars[i]`` (the text's distinct characters, sorted).
+    """
+
+    train: torch.Tensor
+    validation: torch.Tensor
+    chars: str
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """``text`` → int64 ids ``(len(text),)``. ValueError for a character outside the vocabulary."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {describe(text)}")
+        index = {c: i for i, c in enumerate(self.chars)}
+        unknown = sorted(set(text) - index.keys())
+        if unknown:
+            raise ValueError(f"text must use only the corpus's {len(self.chars)} characters, got {unknown[:5]!r}")
+        return torch.tensor([index[c] for c in text], dtype=torch.long)
+
+    def decode(self, ids: torch.Tensor) -> str:
+        """Ids ``(n,)`` → the text they spell."""
+        t = check_token_ids("ids", ids, len(self.chars), ndim=1, layout="(n,)")
+        return "".join(self.chars[i] for i in t.tolist())
+
+
+def find_data_file(name: str = CORPUS_FILE, repository: str | None = None) -> Path:
+    """The path of ``data/<name>`` in the checkout the package runs from, else under the current folder or its
+    parent (a notebook in ``book/``). A reader with only the installed package (Colab) passes ``repository`` (the
+    course's URL, a setup cell's ``REPO``): the file is then downloaded once from
+    ``<repository>/raw/main/data/<name>`` into ``~/.cache/attention_course/``.
+
+    Raises:
+        TypeError: ``name`` or ``repository`` not a string.
+        ValueError: ``name`` not a plain file name, or no such file and no ``repository`` to fetch it from.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a file name such as {CORPUS_FILE!r}, got {describe(name)}")
+    if not name or Path(name).name != name:
+        raise ValueError(f"name must be a plain file name in data/, such as {CORPUS_FILE!r}, got {name!r}")
+    if repository is not None and not isinstance(repository, str):
+        raise TypeError(f"repository must be the course's URL (a string), got {describe(repository)}")
+    folders = [Path(__file__).resolve().parents[2], Path.cwd(), Path.cwd().parent]
+    cached = Path.home() / ".cache" / "attention_course" / name
+    for path in [*(folder / "data" / name for folder in folders), cached]:
+        if path.is_file():
+            return path
+    if repository is None:
+        looked = ", ".join(str(f / "data") for f in folders)
+        raise ValueError(f"name must name a file in the course's data/ folder, got {name!r}, not found in {looked}; "
+                         "pass repository= to download it")
+    import urllib.request
+
+    base = repository.removeprefix("git+").removesuffix(".git").rstrip("/")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(f"{base}/raw/main/data/{name}", timeout=120) as response:
+        cached.write_bytes(response.read())
+    return cached
+
+
+def split_lines(text: str, block: int = 50, every: int = 10) -> tuple[str, str]:
+    """``(train, validation)``: ``text``'s lines cut into blocks of ``block`` consecutive lines; block ``j`` is
+    validation when ``j % every == every − 1`` (every ``every``-th block), so both splits span the whole text.
+    Deterministic; each line keeps its newline."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {describe(text)}")
+    block, every = check_int("block", block), check_int("every", every, low=2)
+    lines = text.splitlines(keepends=True)
+    parts: tuple[list[str], list[str]] = ([], [])
+    for j in range(0, len(lines), block):
+        parts[(j // block) % every == every - 1].extend(lines[j : j + block])
+    return "".join(parts[0]), "".join(parts[1])
+
+
+def load_corpus(path: str | os.PathLike | None = None, *, block: int = 50, every: int = 10,
+                repository: str | None = None) -> Corpus:
+    """The text at ``path`` (default: ``data/kjv.txt``, the King James Bible, public domain; found, or downloaded
+    from ``repository``, by :func:`find_data_file`) as a :class:`Corpus`: characters as tokens, split by
+    :func:`split_lines` (``block``, ``every``).
+
+    Raises:
+        TypeError: ``path`` not a path. ValueError: no such file; a text with no validation block.
+    """
+    if path is None:
+        path = find_data_file(repository=repository)
+    elif not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path, got {describe(path)}")
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path must name a text file, got {str(path)!r} (no such file)")
+    text = path.read_text(encoding="utf-8")
+    train, validation = split_lines(text, block, every)
+    if not validation:
+        raise ValueError(f"path must hold a text of more than {block * (every - 1)} lines (block={block}, every="
+                         f"{every}) to leave a validation split, got {len(text.splitlines())} lines")
+    chars = "".join(sorted(set(text)))
+    index = torch.full((max(map(ord, chars)) + 1,), -1, dtype=torch.long)
+    index[torch.tensor([ord(c) for c in chars])] = torch.arange(len(chars))
+
+    def ids(s: str) -> torch.Tensor:
+        return index[torch.frombuffer(bytearray(s.encode("utf-32-le")), dtype=torch.int32).long()]
+
+    return Corpus(ids(train), ids(validation), chars)
+
+
+def text_sampler(ids: torch.Tensor, batch: int, length: int, seed: int) -> Sampler:
+    """A seeded stream of language-modelling batches for :func:`attention_course.train.fit` (chapter 7):
+    ``step -> ((tokens,), targets)``, ``batch`` windows of ``length`` ids at random offsets of ``ids`` ``(n,)``;
+    the targets are the same windows shifted by one (``targets[:, t] = ids[offset + t + 1]``).
+
+    Raises:
+        TypeError: ``ids`` not an integer tensor. ValueError: ``ids`` not 1-D or not longer than ``length``.
+    """
+    t = check_tensor("ids", ids, kind="integer", ndim=1, layout="(n,)")
+    batch, length = check_int("batch", batch), check_int("length", length)
+    if t.shape[0] <= length:
+        raise ValueError(f"ids must be longer than length={length} (windows of length + 1), got {t.shape[0]} ids")
+    g = _new_generator(seed)
+    offsets = torch.arange(length + 1)
+
+    def sample(step: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        start = torch.randint(0, t.shape[0] - length, (batch, 1), generator=g)
+        window = t[start + offsets]
+        return (window[:, :-1],), window[:, 1:]
+
+    return sample
+
+
+__all__ += ["CORPUS_FILE", "Corpus", "find_data_file", "load_corpus", "split_lines", "text_sampler"]

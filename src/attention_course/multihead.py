@@ -321,9 +321,9 @@ class MultiHeadAttention(nn.Module):
         if self.rotary is not None:
             q, k = (self._rotate(name, t, start) for name, t in (("queries", q), ("keys", k)))
         n_k = start + k.shape[2]  # with a cache that grows, the cached keys and the new ones
-        # Causal on absolute positions: with a cache the new queries are the last ones (lower-right aligned). With
-        # no query or no key there is nothing to mask.
-        causal = ("lower_right" if cache is not None else "upper_left") if is_causal and q.shape[2] and n_k else None
+        # Causal on absolute positions; with a cache the new queries come last (lower-right: one alone sees every key).
+        aligned = "upper_left" if cache is None else ("lower_right" if q.shape[2] > 1 else None)
+        causal = aligned if is_causal and q.shape[2] and n_k else None  # no query or no key: nothing to mask
         # Every check before the cache is written: a refused call leaves it as it was.
         mask = masks.attention_mask(q.shape[0], self.num_heads, q.shape[2], n_k, key_mask=key_mask,
                                     attn_mask=attn_mask, causal=causal, device=q.device)

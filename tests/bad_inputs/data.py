@@ -59,3 +59,29 @@ CASES += [
     case(recall_sampler, lambda: recall_sampler(4, 3, 10, 5, seed=2**70), ValueError, arg="seed",
          id="data.recall_sampler-huge-seed"),
 ]
+
+# ----------------------------------------------------------------------------------------- the corpus (chapter 7)
+from attention_course.data import Corpus, find_data_file, load_corpus, split_lines, text_sampler  # noqa: E402
+
+_TINY = Corpus(torch.tensor([0, 1]), torch.tensor([1]), "ab")
+
+CASES += [
+    case(Corpus, lambda: _TINY.encode("abc"), ValueError, arg="text", says="'c'", id="data.Corpus.encode-unknown"),
+    case(Corpus, lambda: _TINY.encode(b"ab"), TypeError, arg="text", id="data.Corpus.encode-bytes"),
+    case(Corpus, lambda: _TINY.decode(torch.tensor([0, 5])), ValueError, arg="ids", id="data.Corpus.decode-range"),
+    case(find_data_file, lambda: find_data_file("../etc/passwd"), ValueError, arg="name",
+         id="data.find_data_file-folder"),
+    case(find_data_file, lambda: find_data_file("no-such-corpus.txt"), ValueError, arg="name", says="not found",
+         id="data.find_data_file-missing"),
+    case(find_data_file, lambda: find_data_file(3), TypeError, arg="name", id="data.find_data_file-int"),
+    case(split_lines, lambda: split_lines(["a\n"]), TypeError, arg="text", id="data.split_lines-list"),
+    case(split_lines, lambda: split_lines("a\n", every=1), ValueError, arg="every", id="data.split_lines-every"),
+    case(load_corpus, lambda: load_corpus(3), TypeError, arg="path", id="data.load_corpus-int"),
+    case(load_corpus, lambda: load_corpus("/no/such/file.txt"), ValueError, arg="path", id="data.load_corpus-missing"),
+    case(text_sampler, lambda: text_sampler(torch.arange(5.0), 2, 3, 0), TypeError, arg="ids",
+         id="data.text_sampler-float"),
+    case(text_sampler, lambda: text_sampler(torch.arange(4), 2, 4, 0), ValueError, arg="ids", says="longer",
+         id="data.text_sampler-short"),
+    case(text_sampler, lambda: text_sampler(torch.arange(9), 0, 4, 0), ValueError, arg="batch",
+         id="data.text_sampler-batch"),
+]
