@@ -76,6 +76,20 @@ MAX_HEAD_DIM = 256
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _load_rows(ptr, rows, cols_d, n, D):  # noqa: ANN001, N803 -- Triton's arguments
+    """The ``(len(rows), BLOCK_D)`` tile of an ``(n, D)`` row-major matrix at ``ptr``, zeros outside it."""
+    return tl.load(ptr + rows[:, None] * D + cols_d[None, :], mask=(rows[:, None] < n) & (cols_d[None, :] < D),
+                   other=0.0)
+
+
+def _visible(rows, cols, N_Q, N_K, CAUSAL: tl.constexpr):  # noqa: ANN001, N803
+    """The ``(query, key)`` pairs of a tile that may attend: inside both matrices and, if causal, key ≤ query."""
+    visible = (rows[:, None] < N_Q) & (cols[None, :] < N_K)
+    if CAUSAL:
+        visible = visible & (cols[None, :] <= rows[:, None])
+    return visible
+
+
 def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -- Triton's kernel arguments
                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """One program: BLOCK_M queries of one (batch, head) against every visible key, online softmax."""
@@ -84,8 +98,7 @@ def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -
     cols_d = tl.arange(0, BLOCK_D)
     Q, O, LSE = Q + bh * N_Q * D, O + bh * N_Q * D, LSE + bh * N_Q  # this (batch, head)'s slices
     K, V = K + bh * N_K * D, V + bh * N_K * D
-    row_ok = rows[:, None] < N_Q
-    q = tl.load(Q + rows[:, None] * D + cols_d[None, :], mask=row_ok & (cols_d[None, :] < D), other=0.0)
+    q = _load_rows(Q, rows, cols_d, N_Q, D)
 
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of each row's scores
     ell = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(s - m)
@@ -96,14 +109,10 @@ def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -
         end = N_K
     for start in range(0, end, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
-        k = tl.load(K + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(V + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+        k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
         s = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_M, BLOCK_N) scores, float32
-        visible = cols[None, :] < N_K
-        if CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None])
-        s = tl.where(visible, s, float("-inf"))
+        # every row of the block counts here (rows past N_Q compute finite values that are never stored)
+        s = tl.where(_visible(rows, cols, (block + 1) * BLOCK_M, N_K, CAUSAL), s, float("-inf"))
         # Key 0 is visible to every row and lies in the first tile, so m is finite from the first tile on.
         m_new = tl.maximum(m, tl.max(s, axis=1))
         rescale = tl.exp(m - m_new)  # exp(-inf) = 0 on the first tile
@@ -112,8 +121,13 @@ def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -
         acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v)  # 16-bit inputs: P rounded to 16 bits, as fused
         m = m_new  # kernels do
     out = acc / ell[:, None]  # normalise once
-    tl.store(O + rows[:, None] * D + cols_d[None, :], out.to(O.dtype.element_ty), mask=row_ok & (cols_d[None, :] < D))
+    tl.store(O + rows[:, None] * D + cols_d[None, :], out.to(O.dtype.element_ty),
+             mask=(rows[:, None] < N_Q) & (cols_d[None, :] < D))
     tl.store(LSE + rows, m + tl.log(ell), mask=rows < N_Q)
+
+
+#: The helpers as plain functions, kept whatever _compiled() binds their names to.
+_HELPERS = {"_load_rows": _load_rows, "_visible": _visible}
 
 
 def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, N_Q, N_K, D,  # noqa: ANN001, N803
@@ -125,8 +139,7 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, N_Q, N_K, D,  # noqa: A
     Q, DO, LSE, DELTA = Q + bh * N_Q * D, DO + bh * N_Q * D, LSE + bh * N_Q, DELTA + bh * N_Q
     K, V, DK, DV = K + bh * N_K * D, V + bh * N_K * D, DK + bh * N_K * D, DV + bh * N_K * D
     kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
-    k = tl.load(K + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(V + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+    k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
@@ -136,16 +149,12 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, N_Q, N_K, D,  # noqa: A
         first = 0
     for start in range(first, N_Q, BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M)
-        q_mask = (rows[:, None] < N_Q) & (cols_d[None, :] < D)
-        q = tl.load(Q + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
-        do = tl.load(DO + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
+        q, do = _load_rows(Q, rows, cols_d, N_Q, D), _load_rows(DO, rows, cols_d, N_Q, D)
         lse = tl.load(LSE + rows, mask=rows < N_Q, other=0.0)
         delta = tl.load(DELTA + rows, mask=rows < N_Q, other=0.0)
         s = tl.dot(q, tl.trans(k)) * scale
-        visible = (rows[:, None] < N_Q) & (cols[None, :] < N_K)
-        if CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None])
-        p = tl.where(visible, tl.exp(s - lse[:, None]), 0.0)  # the tile of the weights, recomputed
+        # the tile of the weights, recomputed
+        p = tl.where(_visible(rows, cols, N_Q, N_K, CAUSAL), tl.exp(s - lse[:, None]), 0.0)
         dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = Pᵀ dO
         dp = tl.dot(do, tl.trans(v))  # dP = dO Vᵀ
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
@@ -164,8 +173,7 @@ def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, N_Q, N_K, D,  # noqa: ANN001,
     LSE, DELTA = LSE + bh * N_Q, DELTA + bh * N_Q
     K, V = K + bh * N_K * D, V + bh * N_K * D
     q_mask = (rows[:, None] < N_Q) & (cols_d[None, :] < D)
-    q = tl.load(Q + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
-    do = tl.load(DO + rows[:, None] * D + cols_d[None, :], mask=q_mask, other=0.0)
+    q, do = _load_rows(Q, rows, cols_d, N_Q, D), _load_rows(DO, rows, cols_d, N_Q, D)
     lse = tl.load(LSE + rows, mask=rows < N_Q, other=0.0)
     delta = tl.load(DELTA + rows, mask=rows < N_Q, other=0.0)
 
@@ -176,14 +184,9 @@ def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, N_Q, N_K, D,  # noqa: ANN001,
         end = N_K
     for start in range(0, end, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
-        k = tl.load(K + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(V + cols[:, None] * D + cols_d[None, :], mask=kv_mask, other=0.0)
+        k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
         s = tl.dot(q, tl.trans(k)) * scale
-        visible = (rows[:, None] < N_Q) & (cols[None, :] < N_K)
-        if CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None])
-        p = tl.where(visible, tl.exp(s - lse[:, None]), 0.0)
+        p = tl.where(_visible(rows, cols, N_Q, N_K, CAUSAL), tl.exp(s - lse[:, None]), 0.0)
         ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k)  # dQ = scale · dS K (scaled once, below)
     tl.store(DQ + rows[:, None] * D + cols_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=q_mask)
@@ -220,6 +223,9 @@ def _compiled(interpret: bool) -> SimpleNamespace:
         now = "set" if interpret else "unset"
         raise RuntimeError(f"TRITON_INTERPRET must be set (or unset) before triton is first imported, got it {now} "
                            f"after triton was imported {'without' if interpret else 'with'} it: restart Python")
+    # The kernels call the helpers by their module-level names: those must be jitted too, before any launch.
+    global _load_rows, _visible
+    _load_rows, _visible = triton.jit(_HELPERS["_load_rows"]), triton.jit(_HELPERS["_visible"])
     return SimpleNamespace(forward=triton.jit(_forward_kernel), dkdv=triton.jit(_dkdv_kernel),
                            dq=triton.jit(_dq_kernel), OutOfResources=OutOfResources)
 
