@@ -99,6 +99,27 @@ def test_the_corpus_is_the_committed_file_split_deterministically():
     assert corpus.decode(corpus.encode("And God said, Let there be light")) == "And God said, Let there be light"
 
 
+def test_find_data_file_downloads_once_into_the_cache_when_not_in_a_checkout(tmp_path, monkeypatch):
+    """A reader with only the package (Colab) gets data/<name> from the course repository (a file:// stand-in with
+    GitHub's /raw/main/ layout), cached under ~/.cache/attention_course/ and found there the next time."""
+    import pytest
+
+    from attention_course.data import find_data_file
+
+    remote = tmp_path / "repo" / "raw" / "main" / "data"
+    remote.mkdir(parents=True)
+    (remote / "only_remote.txt").write_text("In the beginning\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(ValueError, match="repository="):
+        find_data_file("only_remote.txt")
+    path = find_data_file("only_remote.txt", repository=f"git+file://{tmp_path / 'repo'}.git")
+    assert path == tmp_path / "home" / ".cache" / "attention_course" / "only_remote.txt"
+    assert path.read_text() == "In the beginning\n"
+    (remote / "only_remote.txt").unlink()
+    assert find_data_file("only_remote.txt") == path  # the cached copy, no repository needed
+
+
 def test_split_lines_blocks():
     from attention_course.data import split_lines
 

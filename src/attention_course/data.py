@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from ._checks import check_choice, check_generator, check_int, check_tensor, check_token_ids, describe
+from ._files import course_folders, download_course_file, find_course_file
 
 if TYPE_CHECKING:
     from .train import Sampler
@@ -298,21 +299,17 @@ def find_data_file(name: str = CORPUS_FILE, repository: str | None = None) -> Pa
         raise ValueError(f"name must be a plain file name in data/, such as {CORPUS_FILE!r}, got {name!r}")
     if repository is not None and not isinstance(repository, str):
         raise TypeError(f"repository must be the course's URL (a string), got {describe(repository)}")
-    folders = [Path(__file__).resolve().parents[2], Path.cwd(), Path.cwd().parent]
+    relative = f"data/{name}"
     cached = Path.home() / ".cache" / "attention_course" / name
-    for path in [*(folder / "data" / name for folder in folders), cached]:
-        if path.is_file():
-            return path
+    path = find_course_file(relative) or (cached if cached.is_file() else None)
+    if path is not None:
+        return path
     if repository is None:
-        looked = ", ".join(str(f / "data") for f in folders)
+        looked = ", ".join(str(f / "data") for f in course_folders())
         raise ValueError(f"name must name a file in the course's data/ folder, got {name!r}, not found in {looked}; "
                          "pass repository= to download it")
-    import urllib.request
-
-    base = repository.removeprefix("git+").removesuffix(".git").rstrip("/")
     cached.parent.mkdir(parents=True, exist_ok=True)
-    with urllib.request.urlopen(f"{base}/raw/main/data/{name}", timeout=120) as response:
-        cached.write_bytes(response.read())
+    cached.write_bytes(download_course_file(repository, relative, timeout=120))
     return cached
 
 

@@ -19,13 +19,13 @@ import shlex
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import torch
 
 from ._checks import check_callable, check_device, check_flag, check_int, describe
+from ._files import course_folders, download_course_file, find_course_file
 
 __all__ = [
     "PEAK_TFLOPS_16BIT",
@@ -394,15 +394,12 @@ def read_results(name: str, repository: str | None = None) -> dict:
         raise ValueError(f"name must be a plain name without folder or '.json', such as 'bench_mha', got {name!r}")
     if repository is not None and not isinstance(repository, str):
         raise TypeError(f"repository must be the course's URL (a string), got {describe(repository)}")
-    folders = [Path(__file__).resolve().parents[2], Path.cwd(), Path.cwd().parent]
-    for folder in folders:
-        path = folder / "benchmarks" / "results" / f"{name}.json"
-        if path.is_file():
-            return json.loads(path.read_text())
+    relative = f"benchmarks/results/{name}.json"
+    path = find_course_file(relative)
+    if path is not None:
+        return json.loads(path.read_text())
     if repository is None:
-        looked = ", ".join(str(f / "benchmarks" / "results") for f in folders)
+        looked = ", ".join(str(f / "benchmarks" / "results") for f in course_folders())
         raise ValueError(f"name must name a results file, got {name!r}, not found in {looked}; pass repository= "
                          "to download it")
-    base = repository.removeprefix("git+").removesuffix(".git").rstrip("/")
-    with urllib.request.urlopen(f"{base}/raw/main/benchmarks/results/{name}.json", timeout=60) as response:
-        return json.loads(response.read())
+    return json.loads(download_course_file(repository, relative, timeout=60))
