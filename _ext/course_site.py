@@ -17,11 +17,9 @@ Kept outside the book's source on purpose: Jupyter Book 1 injects every .js foun
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from notebook_links import to_roles  # noqa: E402
+from notebook_links import to_roles  # _ext/ is on sys.path: Jupyter Book puts local_extensions' folder there
 
 STATIC = Path(__file__).parent / "static"
 
