@@ -34,6 +34,7 @@ from notebook_links import (  # noqa: E402
     TEXTUAL_YEAR,
 )
 
+ANY_FIG_LINK = re.compile(r"\[[^\[\]]*\]\(#fig-[^)]*\)")  # any link to a figure, well-formed or not
 CAPTION_KEY = "caption_of"  # cell metadata attention_course.caption_of = the figure's name
 # MyST syntax a bare Jupyter shows as debris: roles, targets "(label)=", directive fences, "%" comments.
 MYST_ONLY = {
@@ -116,10 +117,11 @@ def problems(root: Path = ROOT) -> list[str]:
             for what, pattern in MYST_ONLY.items():
                 for m in pattern.finditer(text):
                     found.append(f"{where} cell {i}: {what} reads as debris outside the site: {m.group(0)!r}")
-            for m in re.finditer(r"\]\(#(fig-[^)]*)\)", text):
-                if not FIG_LINK.search(m.string[m.string.rfind("[", 0, m.start()):m.end()]):
-                    found.append(f"{where} cell {i}: figure link not of the form [Fig. N](#name): {m.group(0)}")
-            for m in FIG_LINK.finditer(text):
+            for link in ANY_FIG_LINK.finditer(text):
+                m = FIG_LINK.fullmatch(link.group(0))
+                if m is None:
+                    found.append(f"{where} cell {i}: figure link not of the form [Fig. N](#name): {link.group(0)}")
+                    continue
                 n, name = int(m.group(1)), m.group(2)
                 if name not in numbers:
                     found.append(f"{where} cell {i}: [Fig. {n}] points at no figure named {name!r}")
