@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         results["compare"] = compare(args.device, dtype, args.batch, args.heads, args.n, args.d, block, args.reps,
                                      args.causal, args.threads)
     settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "block_used": block, "dtype_used": str(dtype)}
-    print(f"results written to {write_results(args.out, results, settings, device=args.device)}")
+    print(f"results written to {write_results(args.out, results, settings, device=args.device, code=[main])}")
 
 
 if __name__ == "__main__":

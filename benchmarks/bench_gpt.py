@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict:
     settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads, "dtype": "float32",
                 "transformers": transformers.__version__, "attn_implementation": "sdpa", "dropout": 0.0}
     print(f"config: d_model {args.d_model}, {args.heads} heads, {args.layers} layers, vocab {args.vocab}, "
-          f"{threads} thread(s); results written to {write_results(args.out, results, settings)}")
+          f"{threads} thread(s); results written to {write_results(args.out, results, settings, code=[main])}")
     return results
 
 

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"median ratio (package / PyTorch) {ratio:.3f}  (target <= 0.95)")
     settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads,
                 "dtype": "float32", "pass": "forward+backward, training mode, self-attention"}
-    print(f"results written to {write_results(args.out, results, settings)}")
+    print(f"results written to {write_results(args.out, results, settings, code=[main])}")
     return ratios_out
 
 

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> float:
     }
     settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads,
                 "dtype": "float32", "tokens_per_step": tokens}
-    print(f"results written to {write_results(args.out, results, settings)}")
+    print(f"results written to {write_results(args.out, results, settings, code=[main])}")
     return ratio
 
 

@@ -34,6 +34,7 @@ from attention_course.experiments.gpt import (
 from attention_course.measure import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_corpus.json"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "kjv.txt"  # load_corpus()'s default, fingerprinted by its bytes
 EVAL_WINDOWS = 1024  # 65,600 validation characters, spread over the whole split
 HEAD_WINDOWS = 64
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = {**baselines, **summary, "runs": runs}
     settings = {"config": config, "seeds": args.seeds, "eval_windows": EVAL_WINDOWS, "head_windows": HEAD_WINDOWS,
                 "threads": 1, "corpus": "data/kjv.txt", "vocab_size": corpus.vocab_size}
-    print(f"results written to {write_results(args.out, results, settings)}")
+    print(f"results written to {write_results(args.out, results, settings, code=[main, CORPUS])}")
     return results
 
 

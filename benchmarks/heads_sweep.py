@@ -82,7 +82,7 @@ def table3a() -> None:
                 "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} value_vocab={VALUE_VOCAB}",
                 "test": "2000 questions, seed 10000", "threads": 1,
                 "model": "TwoQueryRecall (the package's MultiHeadAttention)"}
-    print("wrote", write_results(RESULTS / "heads_sweep.json", results, settings))
+    print("wrote", write_results(RESULTS / "heads_sweep.json", results, settings, code=[table3a]))
 
 
 def factors() -> None:
@@ -108,7 +108,7 @@ def factors() -> None:
                 "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} value_vocab={VALUE_VOCAB}",
                 "test": "2000 questions, seed 10000", "model": "ScoreHeadsRecall (d_k None: one W per head)",
                 "flops": "attention layer, one question reading 8 pairs, torch FlopCounterMode"}
-    print("wrote", write_results(RESULTS / "heads_factors.json", results, settings))
+    print("wrote", write_results(RESULTS / "heads_factors.json", results, settings, code=[factors]))
 
 
 #: (name, builder, learning rate) of the controls
@@ -131,7 +131,7 @@ def controls() -> None:
                 "threads": 1, "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} "
                 f"value_vocab={VALUE_VOCAB}", "test": "2000 questions, seed 10000",
                 "models": "ScoreHeadsRecall(h=16, d_k=2, d_v=2, score_scale) at lr 5e-3; TwoQueryRecall at lr 1e-2"}
-    print("wrote", write_results(RESULTS / "heads_controls.json", results, settings))
+    print("wrote", write_results(RESULTS / "heads_controls.json", results, settings, code=[controls]))
 
 
 def main() -> None:

@@ -182,7 +182,7 @@ def main() -> None:
         cfg |= {"d_model": D_MODEL, "lr": LR, "optimizer": "adamw", "clip": 1.0, "batch": BATCH, "threads": 1,
                 "curve_ends": ends}
         cfg = {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}
-        print("wrote", write_results(args.out / f"roles_{part}.json", results, cfg), flush=True)
+        print("wrote", write_results(args.out / f"roles_{part}.json", results, cfg, code=[main]), flush=True)
 
 
 if __name__ == "__main__":

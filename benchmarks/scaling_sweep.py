@@ -100,7 +100,7 @@ def main() -> None:
         "threads_note": "every run trains on 1 thread (train.run_seeds, train_retrieval); provenance's "
                         "torch_threads is the process default, used only outside the runs",
     }
-    path = write_results(args.out, results, settings)
+    path = write_results(args.out, results, settings, code=[main])
     print("wrote", path)
 
 

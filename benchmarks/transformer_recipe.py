@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
             print(name, run, flush=True)
     results = {name: {**ARMS[name], "runs": sorted(r, key=lambda x: x["seed"])} for name, r in runs.items()}
     write_results(args.out, {"arms": results},
-                  {**CFG, "seeds": list(SEEDS), "threads": 1, "held_out": 1000, "workers": args.workers})
+                  {**CFG, "seeds": list(SEEDS), "threads": 1, "held_out": 1000, "workers": args.workers},
+                  code=[main])
     return results
 
 

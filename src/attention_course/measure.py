@@ -19,13 +19,14 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
 
 from ._checks import check_callable, check_device, check_flag, check_int, describe
 from ._files import course_folders, download_course_file, find_course_file
+from .evidence import code_fingerprint, fingerprint_names, numeric_environment
 
 __all__ = [
     "PEAK_TFLOPS_16BIT",
@@ -340,28 +341,45 @@ def write_results(
     results: Mapping[str, object],
     settings: Mapping[str, object],
     device: str | torch.device = "cpu",
+    *,
+    code: Sequence[object],
 ) -> Path:
     """Write a benchmark's results as JSON: ``{"provenance": ..., "settings": ..., "results": ...}``.
+
+    The provenance holds the numeric environment of the runs (:func:`attention_course.evidence.numeric_environment`,
+    its thread count from ``settings["threads"]`` where that is an integer) and the ``fingerprint`` of ``code`` and
+    ``settings`` (:func:`attention_course.evidence.code_fingerprint`) with the entry points' names, from which
+    ``tests/test_results_files.py`` recomputes it: a file today's code would not reproduce fails that test.
 
     Args:
         path: the file to write (its folder is created), e.g. ``benchmarks/results/bench_mha.json``.
         results: what was measured (JSON-serialisable: numbers, strings, lists, dicts).
         settings: the sizes and options it was measured with (repetitions, threads, shapes, dtype, ...).
         device: where it ran, for :func:`provenance`.
+        code: the functions that produced ``results`` (a benchmark script's entry point for this file); files
+            they read (a corpus) may be added as paths.
 
     Returns:
         The path written.
 
     Raises:
         TypeError: ``path`` not a path, ``results`` or ``settings`` not a mapping or holding something JSON
-            cannot store.
+            cannot store, ``code`` empty or not functions.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path, got {describe(path)}")
     for name, value in (("results", results), ("settings", settings)):
         if not isinstance(value, Mapping):
             raise TypeError(f"{name} must be a mapping (name → value), got {describe(value)}")
+    if isinstance(code, (str, bytes)) or not isinstance(code, Sequence) or not code:
+        raise TypeError(f"code must be a non-empty list of the functions that produced the results, "
+                        f"got {describe(code)}")
+    threads = settings.get("threads")
     record = {"provenance": provenance(device), "settings": dict(settings), "results": dict(results)}
+    record["provenance"]["environment"] = numeric_environment(
+        device, threads if isinstance(threads, int) and not isinstance(threads, bool) else None)
+    record["provenance"]["fingerprint"] = {"code": fingerprint_names(code),
+                                           "sha256": code_fingerprint(code, settings)}
     try:
         text = json.dumps(record, indent=2, allow_nan=False) + "\n"
     except TypeError as err:

@@ -1,0 +1,199 @@
+"""The fingerprint of the code behind a results file, the numeric environment, and live re-runs compared with
+stored ones (attention_course.evidence)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from attention_course import evidence
+from attention_course.evidence import LiveCheck, code_closure, code_fingerprint, numeric_environment
+
+SCRIPT = '''
+"""A benchmark script."""
+from attention_course.train import mean_std
+
+STEPS = 300
+ARMS = {"b", "a"}
+
+
+def helper(x):
+    """Documented."""
+    return x * 2  # a comment
+
+
+def main():
+    return mean_std([helper(STEPS), 1.0]), sorted(ARMS)
+'''
+
+
+def _load(tmp_path, source: str, name: str = "bench_x"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fingerprint_follows_the_script_its_constants_and_the_package(tmp_path):
+    m = _load(tmp_path, SCRIPT)
+    names = set(code_closure([m.main])[0])
+    assert {"<script>.main", "<script>.helper", "<script>:STEPS", "<script>:ARMS"} <= names
+    assert "attention_course.train.mean_std" in names  # the package's code, followed
+    assert not any(n.startswith("torch") or "_checks" in n for n in names)  # not PyTorch's, nor input checks
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("return x * 2", "return x * 3"),  # a planted one-line change to the code
+        ("STEPS = 300", "STEPS = 301"),  # a constant the code reads
+        ('ARMS = {"b", "a"}', 'ARMS = {"b", "c"}'),
+    ],
+)
+def test_a_changed_line_of_code_changes_the_fingerprint(tmp_path, change):
+    before = code_fingerprint([_load(tmp_path, SCRIPT, "bench_a").main], {"steps": 300})
+    after = code_fingerprint([_load(tmp_path, SCRIPT.replace(*change), "bench_b").main], {"steps": 300})
+    assert before != after
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ('"""Documented."""', '"""Documented better."""'),
+        ("# a comment", "# another comment"),
+        ("return x * 2", "return (x\n            * 2)"),
+    ],
+)
+def test_documentation_and_layout_leave_the_fingerprint_alone(tmp_path, change):
+    before = code_fingerprint([_load(tmp_path, SCRIPT, "bench_c").main])
+    after = code_fingerprint([_load(tmp_path, SCRIPT.replace(*change), "bench_d").main])
+    assert before == after
+
+
+def test_settings_and_files_are_part_of_the_fingerprint(tmp_path):
+    m = _load(tmp_path, SCRIPT)
+    data = tmp_path / "corpus.txt"
+    data.write_text("abc")
+    base = code_fingerprint([m.main, data], {"steps": 300})
+    assert base != code_fingerprint([m.main, data], {"steps": 301})
+    data.write_text("abd")
+    assert base != code_fingerprint([m.main, data], {"steps": 300})
+
+
+def test_a_package_change_reaches_the_fingerprint(monkeypatch, tmp_path):
+    m = _load(tmp_path, SCRIPT)
+    before = code_fingerprint([m.main])
+    real = evidence._source_tree
+
+    def planted(obj):  # mean_std's source as if one line of it had been edited
+        if getattr(obj, "__qualname__", "") == "mean_std":
+            return evidence.ast.parse("def mean_std(values):\n    return 0.0, 0.0\n")
+        return real(obj)
+
+    monkeypatch.setattr(evidence, "_source_tree", planted)
+    assert code_fingerprint([m.main]) != before
+
+
+def test_the_fingerprint_refuses_what_is_not_code():
+    with pytest.raises(TypeError, match="code must hold functions"):
+        code_fingerprint([3])
+    with pytest.raises(TypeError, match="settings must be JSON-ready"):
+        code_fingerprint([test_the_fingerprint_refuses_what_is_not_code], {"x": object()})
+
+
+def test_numeric_environment_names_what_decides_the_last_bits():
+    env = numeric_environment(threads=3)
+    assert env["torch"] == torch.__version__ and env["threads"] == 3 and env["device"] == "cpu"
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert evidence.same_environment(env, threads=3)
+    assert not evidence.same_environment(env, threads=4)
+    assert not evidence.same_environment({**env, "cpu_capability": "NEON"}, threads=3)
+    assert not evidence.same_environment(None)  # a file written before environments were kept
+
+
+def _record(same: bool, threads: int = 1) -> dict:
+    env = numeric_environment(threads=threads)
+    return {"provenance": {"environment": env if same else {**env, "cpu_vendor": "elsewhere"}}}
+
+
+STORED = [0.10, 0.12, 0.11, 0.13, 0.09]  # five seeds: mean 0.11, std 0.0158
+
+
+def test_another_machine_is_compared_within_the_stored_spread():
+    check = LiveCheck(_record(False), threads=1)
+    near = check.compare("loss", [0.125, 0.10], STORED)  # another machine's seeds 0 and 1
+    assert near.check == "spread" and near.agrees
+    # 4 Welch standard errors: sqrt(s²/5 + s_live²/2)
+    s_live = math_std([0.125, 0.10])
+    assert near.allowed == pytest.approx(4 * math.sqrt(0.0158114**2 / 5 + s_live**2 / 2), rel=1e-4)
+    far = check.compare("loss", [0.30], STORED)  # a broken experiment: 12 seed spreads away
+    assert not far.agrees
+    with pytest.raises(AssertionError, match="disagree with the stored evidence"):
+        check.verdict()
+    assert "statistical" in check.report() and "DISAGREES" in check.report()
+
+
+def math_std(xs):
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def test_the_matching_machine_is_held_to_every_seed():
+    check = LiveCheck(_record(True, threads=1), threads=1)
+    assert check.same_machine
+    assert check.compare("loss", STORED[:2], STORED).agrees
+    # within the spread, yet not what this machine stored for seed 1: a per-seed difference fails here
+    assert not check.compare("loss", [0.10, 0.121], STORED).agrees
+    # live seeds named explicitly
+    assert check.compare("loss", [0.13], STORED, live_seeds=[3]).agrees
+    assert "per seed" in check.report()
+
+
+def test_a_threads_change_is_another_machine():
+    assert not LiveCheck(_record(True, threads=1), threads=2).same_machine
+
+
+def test_a_zero_spread_needs_a_stated_floor():
+    check = LiveCheck(_record(False))
+    assert not check.compare("accuracy", [0.999], [1.0] * 5).agrees
+    assert check.compare("accuracy", [0.999], [1.0] * 5, atol=0.002).agrees
+
+
+def test_same_sign_needs_a_resolved_stored_difference():
+    check = LiveCheck(_record(False))
+    scaled, unscaled = [0.10, 0.11, 0.12, 0.10, 0.11], [0.50, 0.55, 0.45, 0.52, 0.48]
+    assert check.same_sign("unscaled − scaled", ([0.4, 0.5], [0.1, 0.2]), (unscaled, scaled)).agrees
+    assert not check.same_sign("unscaled − scaled", ([0.1], [0.4]), (unscaled, scaled)).agrees
+    with pytest.raises(ValueError, match="stored must resolve the difference"):
+        check.same_sign("noise", ([0.1], [0.2]), (STORED, [0.115, 0.1, 0.12, 0.105, 0.11]))
+
+
+def test_the_verdict_is_one_sentence_the_same_on_every_machine():
+    texts = []
+    for same in (True, False):
+        check = LiveCheck(_record(same, threads=1), threads=1)
+        check.compare("loss", STORED[:2], STORED)
+        texts.append(check.verdict("seeds 0 and 1"))
+    assert texts[0] == texts[1] == "seeds 0 and 1 agree with the stored evidence (1 comparison)"
+    with pytest.raises(AssertionError, match="nothing was compared"):
+        LiveCheck(_record(False)).verdict()
+
+
+def test_live_check_refuses_bad_input():
+    with pytest.raises(TypeError, match="record must be a results record"):
+        LiveCheck({"results": {}})
+    check = LiveCheck(_record(False))
+    with pytest.raises(TypeError, match="live must be a sequence of numbers"):
+        check.compare("x", 0.3, STORED)
+    with pytest.raises(ValueError, match="stored must hold at least one finite number"):
+        check.compare("x", [0.3], [])
+    with pytest.raises(ValueError, match="atol must be"):
+        check.compare("x", [0.3], STORED, atol=-1)

@@ -1,0 +1,32 @@
+"""Every results file in benchmarks/results/ is what today's code would write: its stored fingerprint of the code
+and settings that produced it (attention_course.evidence.code_fingerprint) is recomputed from the code as it
+stands. A change to an experiment, a model it trains or a script's constants fails here, on any machine, in
+seconds — before a chapter renders numbers the code no longer makes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attention_course.evidence import recompute_fingerprint
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+
+
+def test_there_are_results_files():
+    assert len(RESULTS) >= 10
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.stem)
+def test_results_file_is_what_todays_code_would_write(path):
+    record = json.loads(path.read_text())
+    stamp = record["provenance"].get("fingerprint")
+    assert stamp, f"{path.name} has no fingerprint: re-run `{record['provenance']['command']}`"
+    assert recompute_fingerprint(record, ROOT) == stamp["sha256"], (
+        f"{path.name} is stale: the code or settings that wrote it have changed since. Re-run "
+        f"`{record['provenance']['command']}` (or, if a reviewed diff shows the numbers cannot change, "
+        "tools/restamp_results.py records that review)"
+    )
