@@ -52,7 +52,9 @@ def test_train_step_is_one_clipped_adam_step():
         for p in ref.parameters():
             p.grad *= 0.5 / (norm + 1e-6)
         ref_opt.step()
-        assert value == ref_loss.item()
+        # clip_grad_norm_ sums the squares in another order than torch.cat(...).norm(), so the parameters (and the
+        # next step's loss) agree to float32 rounding, not bit for bit
+        assert value == pytest.approx(ref_loss.item(), rel=1e-6)
         assert all(p.grad.norm() > 0 for p in model.parameters())
         for a, b in zip(model.parameters(), ref.parameters(), strict=True):
             torch.testing.assert_close(a, b)
