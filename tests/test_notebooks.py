@@ -132,6 +132,55 @@ def test_saved_outputs_were_made_by_the_current_code(path):
         f"{path.name}: its code changed since its outputs were saved; run `make refresh NB=book/{path.name}`")
 
 
+def _refresh_tool():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import refresh_notebooks
+    finally:
+        sys.path.pop(0)
+    return refresh_notebooks
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_saved_outputs_record_the_cpu_kernels_they_were_made_with(path):
+    """`make nbval` runs under other kernels than these (EVIDENCE.md rule 16), so it must know which they were."""
+    stamp = nbformat.read(path, as_version=4).metadata.get("attention_course", {})
+    assert stamp.get("cpu_capability") in _refresh_tool().LEVELS + ("SVE256", "VSX", "ZVECTOR"), (
+        f"{path.name} does not record the CPU kernel level it was refreshed with; run `make refresh`")
+
+
+@pytest.mark.parametrize(
+    ("native", "refreshed", "environ", "expected"),
+    [
+        ("AVX512", {"AVX512"}, {}, "avx2"),  # the usual case: refreshed natively on an AVX-512 machine
+        ("AVX512", {"AVX512", "AVX2"}, {}, "default"),  # some refreshed with AVX2: neither level
+        ("AVX2", {"AVX2"}, {}, "default"),  # an AVX2 machine (AMD EPYC before Zen 4)
+        ("AVX512", {"AVX512"}, {"ATEN_CPU_CAPABILITY": "DEFAULT"}, "default"),  # the user's choice wins
+    ],
+)
+def test_nbval_runs_under_kernels_no_notebook_was_refreshed_with(monkeypatch, tmp_path, native, refreshed,
+                                                                 environ, expected):
+    tool = _refresh_tool()
+    monkeypatch.setattr(tool, "cpu_capability", lambda: native)
+    paths = []
+    for i, level in enumerate(sorted(refreshed)):
+        nb = nbformat.v4.new_notebook(metadata={"attention_course": {"cpu_capability": level}})
+        paths.append(tmp_path / f"{i}.ipynb")
+        nbformat.write(nb, paths[-1])
+    assert tool.nbval_capability(paths, environ) == expected
+    makefile = (ROOT / "Makefile").read_text()
+    assert "ATEN_CPU_CAPABILITY=$$cap $(BIN)/python -m pytest $(NBVAL_FLAGS)" in makefile
+
+
+def test_a_machine_with_no_other_kernel_level_says_so(monkeypatch, tmp_path, capsys):
+    tool = _refresh_tool()
+    monkeypatch.setattr(tool, "cpu_capability", lambda: "DEFAULT")
+    nbformat.write(nbformat.v4.new_notebook(metadata={"attention_course": {"cpu_capability": "DEFAULT"}}),
+                   tmp_path / "a.ipynb")
+    assert tool.nbval_capability([tmp_path / "a.ipynb"], {}) == "default"
+    assert "no CPU kernel level other than DEFAULT" in capsys.readouterr().err
+
+
 def test_bibliography_parses_and_holds_every_cited_key():
     """references.bib is valid BibTeX (a dropped brace fails the site build late) and every cited key exists: the
     pages' {cite} roles and the notebooks' plain links to bibliography.md#key."""
