@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from attention_course import scaled_dot_product_attention
+from attention_course.evidence import code_fingerprint, numeric_environment
 from attention_course.masks import causal_mask
 from attention_course.measure import (
     _git_commit,
@@ -161,18 +162,23 @@ def test_git_commit_outside_a_repository_is_none(tmp_path):
 
 def test_write_results_round_trips_with_provenance(tmp_path):
     path = write_results(tmp_path / "results" / "bench_x.json", {"ratio": 0.9, "times": [1.0, 2.0]},
-                         {"reps": 3, "threads": 1})
+                         {"reps": 3, "threads": 1}, code=[time_interleaved])
     assert path == tmp_path / "results" / "bench_x.json"
     record = json.loads(path.read_text())
     assert record["results"] == {"ratio": 0.9, "times": [1.0, 2.0]}
     assert record["settings"] == {"reps": 3, "threads": 1}
-    assert set(record["provenance"]) == set(provenance())
+    assert set(record["provenance"]) == set(provenance()) | {"environment", "fingerprint"}
+    # the runs' environment takes the settings' thread count; the fingerprint names the code and hashes it
+    assert record["provenance"]["environment"] == numeric_environment(threads=1)
+    stamp = record["provenance"]["fingerprint"]
+    assert stamp["code"] == ["attention_course.measure.time_interleaved"]
+    assert stamp["sha256"] == code_fingerprint([time_interleaved], {"reps": 3, "threads": 1})
     with pytest.raises(TypeError, match="results must be a mapping"):
-        write_results(tmp_path / "y.json", [1, 2], {})
+        write_results(tmp_path / "y.json", [1, 2], {}, code=[time_interleaved])
     with pytest.raises(TypeError, match="settings must be a mapping"):
-        write_results(tmp_path / "y.json", {}, None)
+        write_results(tmp_path / "y.json", {}, None, code=[time_interleaved])
     with pytest.raises(TypeError, match="JSON-serialisable"):
-        write_results(tmp_path / "y.json", {"t": torch.ones(2)}, {})
+        write_results(tmp_path / "y.json", {"t": torch.ones(2)}, {}, code=[time_interleaved])
     assert not (tmp_path / "y.json").exists()
 
 

@@ -23,6 +23,8 @@ def _threads(n):
         pass
 
 
+CODE, NOWHERE = [provenance], "/tmp/never-written.json"  # write_results needs the code that produced the results
+
 CASES = [
     case(cpu_threads, lambda: _threads(0), ValueError, arg="n", id="measure.cpu_threads-zero"),
     case(cpu_threads, lambda: _threads(1.5), TypeError, arg="n", id="measure.cpu_threads-float"),
@@ -57,17 +59,22 @@ CASES = [
          arg="device", id="measure.device_name-missing"),
     case(device_name, lambda: device_name(3), TypeError, arg="device", id="measure.device_name-int"),
     case(provenance, lambda: provenance("npu"), ValueError, arg="device", id="measure.provenance-device"),
-    case(write_results, lambda: write_results(None, {}, {}), TypeError, arg="path", id="measure.write_results-path"),
-    case(write_results, lambda: write_results("/tmp/never-written.json", [1], {}), TypeError, arg="results",
+    case(write_results, lambda: write_results(None, {}, {}, code=CODE), TypeError, arg="path",
+         id="measure.write_results-path"),
+    case(write_results, lambda: write_results(NOWHERE, [1], {}, code=CODE), TypeError, arg="results",
          id="measure.write_results-list"),
-    case(write_results, lambda: write_results("/tmp/never-written.json", {"x": torch.ones(1)}, {}), TypeError,
+    case(write_results, lambda: write_results(NOWHERE, {"x": torch.ones(1)}, {}, code=CODE), TypeError,
          arg="results", says="JSON", id="measure.write_results-tensor"),
+    case(write_results, lambda: write_results(NOWHERE, {}, {}, code=[]), TypeError, arg="code",
+         id="measure.write_results-no-code"),
+    case(write_results, lambda: write_results(NOWHERE, {}, {}, code=[3]), TypeError, arg="code",
+         id="measure.write_results-code-int"),
 ]
 
 CASES += [
     case(peak_memory_bytes, lambda: peak_memory_bytes(lambda: None, device="cuda:9"), ValueError, arg="device",
          says="machine has", id="measure.peak_memory_bytes-absent-cuda"),
-    case(write_results, lambda: write_results("/tmp/never-written.json", {"x": float("nan")}, {}), ValueError,
+    case(write_results, lambda: write_results(NOWHERE, {"x": float("nan")}, {}, code=CODE), ValueError,
          arg="results", says="finite", id="measure.write_results-nan"),
 ]
 
