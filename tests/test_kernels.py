@@ -30,6 +30,21 @@ needs_triton = pytest.mark.skipif(
     reason="triton is not installed (it has wheels for Linux only; on macOS the chapter skips its kernel)",
 )
 
+def _interpreter_refusal() -> str | None:
+    """Why this triton's CPU interpreter cannot run the kernels here (triton_attention refuses it), or None."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    try:
+        flash_triton._check_interpreter(torch.float32)
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+
+#: The interpreter runs the kernels: skipped, with triton_attention's own reason, where it cannot (triton < 3.9
+#: under NumPy ≥ 2.4; test_an_old_interpreter_is_refused_clearly checks that refusal).
+needs_interpreter = pytest.mark.skipif(_interpreter_refusal() is not None, reason=str(_interpreter_refusal()))
+
 LENGTHS = [(1, 1), (17, 17), (33, 33), (17, 33), (33, 17)]  # 16-wide tiles: 1, 2 and 3 tiles, the last ragged
 
 
@@ -43,6 +58,7 @@ def _grads(out, inputs, grad_out):
 
 
 @needs_triton
+@needs_interpreter
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("n_q", "n_k"), LENGTHS)
 def test_values_and_gradients_equal_sdpa_and_flash_attention(causal, n_q, n_k):
@@ -64,6 +80,7 @@ def test_values_and_gradients_equal_sdpa_and_flash_attention(causal, n_q, n_k):
 
 
 @needs_triton
+@needs_interpreter
 @pytest.mark.parametrize("causal", [False, True])
 def test_default_tiles_and_a_given_scale(causal):
     """The tile sizes the wrapper picks (one 128 × 64 tile here, mostly overhang) and an explicit scale."""
@@ -77,6 +94,7 @@ def test_default_tiles_and_a_given_scale(causal):
 
 
 @needs_triton
+@needs_interpreter
 @pytest.mark.parametrize(("block_q", "block_k"), [(32, 16), (16, 32)])
 def test_unequal_tiles_causal(block_q, block_k):
     """Query and key tiles of different sizes: the causal loops' first and last blocks are then not aligned."""
@@ -90,6 +108,7 @@ def test_unequal_tiles_causal(block_q, block_k):
 
 
 @needs_triton
+@needs_interpreter
 def test_float16_is_close_to_float32():
     """16-bit inputs: scores and sums in float32, the weights rounded to 16 bits before P·V."""
     q, k, v = _inputs(1, 2, 33, 33, 16, seed=3)
@@ -100,6 +119,7 @@ def test_float16_is_close_to_float32():
 
 
 @needs_triton
+@needs_interpreter
 def test_non_contiguous_inputs():
     """(batch, n, heads, d) tensors transposed to (batch, heads, n, d), as a multi-head layer makes them."""
     q, k, v = (t.detach().transpose(1, 2) for t in _inputs(1, 17, 2, 2, 16, seed=11))
@@ -119,6 +139,7 @@ def test_tile_sizes_follow_the_head_size_and_dtype():
 
 
 @needs_triton
+@needs_interpreter
 def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
     """A GPU whose shared memory holds only 16 × 16 tiles (imitated: the launch raises triton's OutOfResources
     for larger ones, as a small GPU does): the launches retry with halved tiles and the result is still right."""
@@ -183,3 +204,25 @@ def test_the_package_imports_without_triton_and_the_call_says_so():
                 "except ImportError as e:\n    print(e)\n")
     assert done.returncode == 0, done.stderr
     assert "must have triton" in done.stdout and "Linux" in done.stdout
+
+
+@needs_triton
+def test_bfloat16_under_the_interpreter_is_refused_not_wrong():
+    """NumPy has no bfloat16: the interpreter returned values off by ~8e8 with no error (Triton 3.9); refused."""
+    q, k, v = _inputs(1, 1, 17, 17, 16, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16: the interpreter computes with NumPy"):
+        triton_attention(q, k, v)
+
+
+@needs_triton
+def test_an_old_interpreter_is_refused_clearly(monkeypatch):
+    import numpy
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    monkeypatch.setattr(numpy, "__version__", "2.4.6")
+    q, k, v = _inputs(1, 1, 17, 17, 16)
+    with pytest.raises(RuntimeError, match=r"triton must be ≥ 3\.9 to interpret the kernels on the CPU with NumPy 2"):
+        triton_attention(q, k, v)
+    monkeypatch.setattr(numpy, "__version__", "2.3.5")  # an older NumPy still converts: no refusal
+    flash_triton._check_interpreter(torch.float32)

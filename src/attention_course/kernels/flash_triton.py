@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -306,6 +307,37 @@ class _TritonAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
+#: The first Triton whose CPU interpreter reads a scalar kernel argument as a 0-d array: before it, a loop bound
+#: such as ``range(0, N_K, BLOCK_N)`` calls ``int()`` on a 1-element array, which NumPy 2.4 refuses.
+INTERPRETER_NUMPY24 = (3, 9)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def _check_interpreter(dtype: torch.dtype) -> None:
+    """Refuse, with the reason, what Triton's CPU interpreter would get silently wrong or fail on deep inside.
+
+    The interpreter computes with NumPy, which has no bfloat16: measured with Triton 3.9, bfloat16 inputs come out
+    off by 8e8 with no error. And Triton's interpreter before 3.9 fails on the kernels' loops under NumPy ≥ 2.4.
+    """
+    if dtype == torch.bfloat16:
+        raise TypeError("q must be float32 or float16 under Triton's CPU interpreter (TRITON_INTERPRET=1), got "
+                        "bfloat16: the interpreter computes with NumPy, which has no bfloat16, and returns wrong "
+                        "values; bfloat16 runs on a GPU")
+    import numpy
+
+    try:
+        import triton
+    except ImportError:
+        return  # the launch says that triton is missing, and where it has wheels
+    if _version(triton.__version__) < INTERPRETER_NUMPY24 and _version(numpy.__version__) >= (2, 4):
+        raise RuntimeError(f"triton must be ≥ {'.'.join(map(str, INTERPRETER_NUMPY24))} to interpret the kernels on "
+                           f"the CPU with NumPy {numpy.__version__}, got triton {triton.__version__}, whose "
+                           "interpreter converts loop bounds in a way NumPy 2.4 refuses; use NumPy < 2.4 or a GPU")
+
+
 def _check_block(name: str, value: object) -> int | None:
     if value is None:
         return None
@@ -343,10 +375,12 @@ def triton_attention(
         float32 products may run in TF32 (Triton's default for ``tl.dot``).
 
     Raises:
-        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s, a non-bool ``causal``.
+        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s, a non-bool ``causal``; bfloat16
+            under the CPU interpreter (NumPy has no bfloat16: the interpreter's answers would be wrong).
         ValueError: shapes that do not fit, ``d > 256``, an empty tensor, tensors on different devices or on the
             CPU without ``TRITON_INTERPRET=1``, a bad block size. ImportError: triton is not installed.
-        RuntimeError: ``TRITON_INTERPRET`` was changed after triton was imported.
+        RuntimeError: ``TRITON_INTERPRET`` was changed after triton was imported; the CPU interpreter of a triton
+            older than 3.9 under NumPy ≥ 2.4 (it cannot run the kernels' loops).
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, ndim=4, layout=_LAYOUTS[name])
@@ -368,6 +402,8 @@ def triton_attention(
     if device.type != "cuda" and not (device.type == "cpu" and interpreting()):
         raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
                          f"imported, got a tensor on {device}")
+    if device.type == "cpu":
+        _check_interpreter(q.dtype)
     causal = check_flag("causal", causal)
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
