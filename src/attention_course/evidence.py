@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from ._checks import check_real, describe
+from ._checks import check_device, check_int, check_real, describe
 
 __all__ = [
     "Comparison",
@@ -246,6 +246,7 @@ def fingerprint_names(code: Iterable[object]) -> list[str]:
     ``"path:<relative path>"`` for a file (relative to the checkout)."""
     names = []
     checkout = Path(__file__).resolve().parents[2]
+    code_closure([c for c in code if not isinstance(c, Path)])  # refuses what is not code, as the fingerprint does
     for obj in code:
         if isinstance(obj, Path):
             path = obj.resolve()
@@ -285,6 +286,10 @@ def recompute_fingerprint(record: Mapping[str, object], checkout: str | Path) ->
     Raises:
         ValueError: the record has no fingerprint, or names an entry point the script no longer has.
     """
+    if not isinstance(record, Mapping) or not isinstance(record.get("provenance"), Mapping):
+        raise TypeError(f"record must be a results record (read_results), got {describe(record)}")
+    if not isinstance(checkout, (str, Path)):
+        raise TypeError(f"checkout must be the course checkout's folder, got {describe(checkout)}")
     checkout = Path(checkout)
     stored = record["provenance"].get("fingerprint")
     if not isinstance(stored, Mapping):
@@ -332,7 +337,8 @@ def numeric_environment(device: str | torch.device = "cpu", threads: int | None 
     ``ATEN_CPU_CAPABILITY`` changes: ``DEFAULT``, ``AVX2``, ``AVX512``...) and ``threads`` (``threads`` if
     given, else PyTorch's current CPU threads).
     """
-    device = torch.device(device)
+    device = check_device("device", device)
+    threads = None if threads is None else check_int("threads", threads)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     return {
         "torch": torch.__version__,
@@ -348,9 +354,9 @@ def same_environment(stored: Mapping[str, object] | None, device: str | torch.de
                      threads: int | None = None) -> bool:
     """Whether this process would repeat the stored runs bit for bit: every key of :func:`numeric_environment`
     equal. A record without that information (written before it was kept) never matches."""
+    here = numeric_environment(device, threads)  # checks device and threads
     if not isinstance(stored, Mapping):
         return False
-    here = numeric_environment(device, threads)
     return all(stored.get(key) == value for key, value in here.items())
 
 
@@ -461,6 +467,9 @@ class LiveCheck:
             ValueError: the stored runs do not resolve the difference (within :data:`Z_RESOLVED` standard errors
                 of zero): there is no sign to reproduce.
         """
+        for what, pair in (("live", live), ("stored", stored)):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"{what} must be a pair (values of a, values of b), got {describe(pair)}")
         la, lb = (_floats("live", x) for x in live)
         sa, sb = (_floats("stored", x) for x in stored)
         stored_diff = statistics.fmean(sa) - statistics.fmean(sb)
