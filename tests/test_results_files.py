@@ -1,5 +1,5 @@
 """Every results file in benchmarks/results/ is what today's code would write: its stored fingerprint of the code
-and settings that produced it (attention_course.evidence.code_fingerprint) is recomputed from the code as it
+and settings that produced it (attention_course.fingerprint.code_fingerprint) is recomputed from the code as it
 stands. A change to an experiment, a model it trains or a script's constants fails here, on any machine, in
 seconds — before a chapter renders numbers the code no longer makes."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.evidence import recompute_fingerprint
+from attention_course.fingerprint import recompute_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))

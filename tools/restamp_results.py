@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attention_course.evidence import recompute_fingerprint
+from attention_course.fingerprint import recompute_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,15 +1,8 @@
-"""Bad inputs for evidence.py: code is functions, classes or paths; records are results records; live and stored
-values are non-empty sequences of finite numbers."""
+"""Bad inputs for evidence.py and fingerprint.py: code is functions, classes or paths; records are results
+records; live and stored values are non-empty sequences of finite numbers."""
 
-from attention_course.evidence import (
-    Comparison,
-    LiveCheck,
-    code_fingerprint,
-    fingerprint_names,
-    numeric_environment,
-    recompute_fingerprint,
-    same_environment,
-)
+from attention_course.evidence import Comparison, LiveCheck, numeric_environment, same_environment
+from attention_course.fingerprint import code_closure, code_fingerprint, fingerprint_names, recompute_fingerprint
 from bad_inputs import case
 
 RESULTS = (Comparison,)  # what LiveCheck.compare returns
@@ -25,6 +18,7 @@ CASES = [
          id="evidence.code_fingerprint-builtin"),
     case(code_fingerprint, lambda: code_fingerprint([_check], {"x": object()}), TypeError, arg="settings",
          id="evidence.code_fingerprint-settings"),
+    case(code_closure, lambda: code_closure([3.5]), TypeError, arg="code", id="evidence.code_closure-float"),
     case(fingerprint_names, lambda: fingerprint_names(["main"]), TypeError, arg="code",
          id="evidence.fingerprint_names-string"),
     case(numeric_environment, lambda: numeric_environment("npu"), ValueError, arg="device",
