@@ -307,27 +307,22 @@ class _TritonAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-#: The first Triton whose CPU interpreter reads a scalar kernel argument as a 0-d array: before it, a loop bound
-#: such as ``range(0, N_K, BLOCK_N)`` calls ``int()`` on a 1-element array, which NumPy 2.4 refuses.
+#: The first Triton whose CPU interpreter runs the kernels' loops under NumPy 2.4: before it, a loop bound such as
+#: ``range(0, N_K, BLOCK_N)`` calls ``int()`` on a 1-element array, which NumPy 2.4 refuses.
 INTERPRETER_NUMPY24 = (3, 9)
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+_version = lambda text: tuple(int(p) for p in re.findall(r"\d+", text)[:2])  # noqa: E731 -- "3.6.0" -> (3, 6)
 
 
 def _check_interpreter(dtype: torch.dtype) -> None:
     """Refuse, with the reason, what Triton's CPU interpreter would get silently wrong or fail on deep inside.
 
-    The interpreter computes with NumPy, which has no bfloat16: measured with Triton 3.9, bfloat16 inputs come out
-    off by 8e8 with no error. And Triton's interpreter before 3.9 fails on the kernels' loops under NumPy ≥ 2.4.
-    """
+    NumPy, which the interpreter computes with, has no bfloat16 (Triton 3.9 returned values off by 8e8, no error);
+    and before Triton 3.9 the interpreter fails on the kernels' loops under NumPy ≥ 2.4."""
     if dtype == torch.bfloat16:
         raise TypeError("q must be float32 or float16 under Triton's CPU interpreter (TRITON_INTERPRET=1), got "
                         "bfloat16: the interpreter computes with NumPy, which has no bfloat16, and returns wrong "
                         "values; bfloat16 runs on a GPU")
     import numpy
-
     try:
         import triton
     except ImportError:
