@@ -105,3 +105,22 @@ def test_the_fingerprint_refuses_what_is_not_code():
         code_fingerprint([3])
     with pytest.raises(TypeError, match="settings must be JSON-ready"):
         code_fingerprint([test_the_fingerprint_refuses_what_is_not_code], {"x": object()})
+
+
+def test_late_imports_and_computing_input_helpers_are_followed():
+    from attention_course import train
+
+    names = set(code_closure([train.exact_match])[0])
+    assert "attention_course.seq2seq.greedy_decode" in names  # imported inside exact_match's body
+    from attention_course import attention
+
+    names = set(code_closure([attention.scaled_dot_product_attention])[0])
+    assert "attention_course._checks.attention_inputs" in names  # default scale, upcasting: followed
+    assert not any(n.startswith("attention_course._checks.check_") for n in names)  # validators: not
+
+
+def test_a_function_inside_a_constant_counts_by_its_name(tmp_path):
+    source = SCRIPT.replace('ARMS = {"b", "a"}', 'ARMS = {"b": abs, "a": max}')
+    before = code_fingerprint([_load(tmp_path, source, "bench_e").main])
+    after = code_fingerprint([_load(tmp_path, source.replace('"a": max', '"a": min'), "bench_f").main])
+    assert before != after

@@ -29,11 +29,13 @@ PACKAGE = __name__.split(".")[0]
 
 
 _CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None))
+_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, type)
 
 
 def _is_constant(value: object, depth: int = 0) -> bool:
-    """A plain value whose repr is its content (numbers, strings, and tuples/lists/dicts/sets of them)."""
-    if isinstance(value, _CONSTANT_TYPES):
+    """A plain value whose repr is its content (numbers, strings, and tuples/lists/dicts/sets of them, where a
+    function inside a container, such as ``{"gelu": F.gelu}``, counts by its qualified name)."""
+    if isinstance(value, _CONSTANT_TYPES) or (depth and isinstance(value, _CALLABLES)):
         return True
     if depth > 4:
         return False
@@ -45,7 +47,10 @@ def _is_constant(value: object, depth: int = 0) -> bool:
 
 
 def _stable_repr(value: object) -> str:
-    """repr, with sets sorted: a set's order changes with the process's string hashing (PYTHONHASHSEED)."""
+    """repr, with sets sorted (a set's order changes with the process's string hashing, PYTHONHASHSEED) and a
+    function named by its module and qualified name (its repr holds a memory address)."""
+    if isinstance(value, _CALLABLES):
+        return f"<{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}>"
     if isinstance(value, (set, frozenset)):
         return f"{type(value).__name__}({sorted(map(_stable_repr, value))})"
     if isinstance(value, (tuple, list)):
@@ -87,11 +92,14 @@ def _references(tree: ast.AST) -> set[tuple[str, ...]]:
     return found
 
 
-#: Code a fingerprint does not follow, with the reason: input checks validate arguments and compute nothing a
-#: result depends on; recording (provenance, writing and reading files) and this module describe a result
-#: without making it; figures draw it. Editing them leaves every stored result as true as it was.
+#: Code a fingerprint does not follow, with the reason: the input checks (``check_*``, which validate an argument
+#: and return it as given or as the plain Python value it stands for) compute nothing a result depends on — the
+#: other helpers of ``_checks`` (default scales, upcasting, broadcasting) are followed; recording (provenance,
+#: writing and reading files) and this module describe a result without making it; figures draw it. Editing them
+#: leaves every stored result as true as it was.
 UNFOLLOWED = (
-    f"{PACKAGE}._checks.",
+    f"{PACKAGE}._checks.check_",
+    f"{PACKAGE}._checks.describe",
     f"{PACKAGE}.evidence.",
     f"{PACKAGE}.fingerprint.",
     f"{PACKAGE}.plots.",
@@ -109,7 +117,7 @@ def _owned(obj: object, roots: set[str]) -> bool:
     it is :data:`UNFOLLOWED`."""
     module = getattr(obj, "__module__", None) or ""
     name = f"{module}.{getattr(obj, '__qualname__', '')}"
-    if any(name == skip or (skip.endswith(".") and name.startswith(skip)) for skip in UNFOLLOWED):
+    if any(name == skip or (skip.endswith((".", "_")) and name.startswith(skip)) for skip in UNFOLLOWED):
         return False
     return module.split(".")[0] == PACKAGE or module in roots
 
@@ -119,6 +127,22 @@ def _owned_module(module: str, roots: set[str]) -> bool:
     if any(skip.endswith(".") and module + "." == skip for skip in UNFOLLOWED):
         return False
     return module.split(".")[0] == PACKAGE or module in roots
+
+
+def _local_imports(tree: ast.AST, module: str) -> dict[str, object]:
+    """Names bound by ``from … import …`` inside a function's body (a late import, to avoid a cycle), resolved."""
+    found = {}
+    package = module.rpartition(".")[0] if module.count(".") else module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == PACKAGE):
+            try:
+                source = importlib.import_module(importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                                             package))
+            except (ImportError, ValueError):
+                continue
+            for alias in node.names:
+                found[alias.asname or alias.name] = getattr(source, alias.name, None)
+    return found
 
 
 def _unwrap(obj: object) -> object:
@@ -187,7 +211,8 @@ def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]
             continue
         tree = _source_tree(obj)
         seen[name] = ast.dump(tree, annotate_fields=False, include_attributes=False)
-        namespace = _namespace(obj)
+        namespace = dict(_namespace(obj))
+        namespace.update(_local_imports(tree, getattr(obj, "__module__", "")))
         for chain in _references(tree):
             if chain[0] not in namespace:
                 continue
