@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -99,3 +100,16 @@ def test_live_check_refuses_bad_input():
         check.compare("x", [0.3], [])
     with pytest.raises(ValueError, match="atol must be"):
         check.compare("x", [0.3], STORED, atol=-1)
+
+
+def test_the_false_alarm_rate_is_what_the_documentation_says():
+    """Z_AGREE's comment: same distribution on both sides, five stored seeds, normal spreads."""
+    rng = np.random.default_rng(0)
+    n = 40_000
+    for m, documented in ((1, 0.016), (3, 0.009), (5, 0.004)):
+        stored, live = rng.standard_normal((n, 5)), rng.standard_normal((n, m))
+        s_stored = stored.std(1, ddof=1)
+        s_live = live.std(1, ddof=1) if m > 1 else s_stored
+        se = np.sqrt(s_stored**2 / 5 + s_live**2 / m)
+        rate = np.mean(np.abs(live.mean(1) - stored.mean(1)) > evidence.Z_AGREE * se)
+        assert abs(rate - documented) < 0.003, (m, rate)

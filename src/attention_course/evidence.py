@@ -76,11 +76,14 @@ def same_environment(stored: Mapping[str, object] | None, device: str | torch.de
 # A live re-run against the stored runs
 # ---------------------------------------------------------------------------------------------------------------
 
-#: How many standard errors apart two means of the same experiment may lie on two machines. Four keeps a false
-#: alarm rare (about 1 in 15,000 for normal spreads) while a broken experiment, which moves a result by many
-#: seed spreads, still fails.
+#: How many (estimated) standard errors apart two means of the same experiment may lie on two machines. With five
+#: stored seeds the spreads are themselves estimates, so the false-alarm rate is that of a t statistic, not of a
+#: normal one: simulated for normal seeds, 1.6 % of comparisons for one live seed, 0.9 % for three, 0.4 % for five
+#: (tests/test_evidence.py). The price of five seeds is power: a shift must be several seed spreads large to fail
+#: reliably, so this catches a broken experiment, not a subtle one; more stored seeds narrow it.
 Z_AGREE = 4.0
-#: How many standard errors a stored difference must exceed for its sign to count as resolved (about 95 %).
+#: How many standard errors a stored difference must exceed for its sign to count as resolved (about 90 % with
+#: the few degrees of freedom of five seeds).
 Z_RESOLVED = 2.0
 
 
