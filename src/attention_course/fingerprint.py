@@ -183,6 +183,14 @@ def code_fingerprint(code: Iterable[object], settings: Mapping[str, object] | No
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+def _entry(obj: object) -> types.FunctionType | type:
+    """A starting point of a fingerprint: a function or class (a Triton kernel counts by its Python function)."""
+    obj = _unwrap(obj)
+    if not isinstance(obj, (types.FunctionType, type)):
+        raise TypeError(f"code must hold functions, classes or paths, got {describe(obj)}")
+    return obj
+
+
 def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]]:
     """What :func:`code_fingerprint` hashes: {qualified name: syntax tree or value} for every piece of code
     followed from ``code``, and {file name: SHA-256} for its paths. The starting functions' module is named
@@ -194,9 +202,7 @@ def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]
         if isinstance(obj, Path):
             files[obj.name] = hashlib.sha256(obj.read_bytes()).hexdigest()
             continue
-        obj = _unwrap(obj)
-        if not isinstance(obj, (types.FunctionType, type)):
-            raise TypeError(f"code must hold functions, classes or paths, got {describe(obj)}")
+        obj = _entry(obj)
         roots.add(obj.__module__)
         todo.append((f"{obj.__module__}.{obj.__qualname__}", obj))
     seen: dict[str, str] = {}
@@ -246,13 +252,12 @@ def fingerprint_names(code: Iterable[object]) -> list[str]:
     ``"path:<relative path>"`` for a file (relative to the checkout)."""
     names = []
     checkout = Path(__file__).resolve().parents[2]
-    code_closure([c for c in code if not isinstance(c, Path)])  # refuses what is not code, as the fingerprint does
     for obj in code:
         if isinstance(obj, Path):
             path = obj.resolve()
             names.append(f"path:{path.relative_to(checkout) if path.is_relative_to(checkout) else path}")
             continue
-        obj = _unwrap(obj)
+        obj = _entry(obj)
         module = getattr(obj, "__module__", "")
         script = "<script>" if module.split(".")[0] != PACKAGE else module
         names.append(f"{script}.{getattr(obj, '__qualname__', describe(obj))}")
