@@ -18,6 +18,8 @@ the package is faster) and writes them, with their provenance, to ``benchmarks/r
 
 Usage:  python benchmarks/bench_gpt.py --threads 2                 (d_model 128, 4 heads, 4 layers, vocab 512)
         python benchmarks/bench_gpt.py --threads 2 --steps 10 --reps 3 --out /tmp/bench_gpt.json   (a quick run)
+        python benchmarks/bench_gpt.py --device cuda --autocast bfloat16 --d-model 768 --heads 12 --layers 12 \
+            --vocab 50257 --batch 8 --length 1024 --out benchmarks/results/bench_gpt_cuda.json   (GPT-2 small)
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reps", type=int, default=10, help="timed generate calls of each model")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads (default: PyTorch's choice)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--autocast", default=None, choices=["bfloat16", "float16"],
+                   help="time both models under torch.autocast in this dtype (they are checked in float32)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = p.parse_args(argv)
     os.environ["HF_HUB_OFFLINE"] = "1"  # never the network: the model is built from a config
@@ -68,12 +73,15 @@ def main(argv: list[str] | None = None) -> dict:
     config._attn_implementation = "sdpa"  # PyTorch's fused attention, as the package uses
     theirs = transformers.GPT2LMHeadModel(config)
     ours = from_gpt2_state_dict(theirs.state_dict(), gpt2_config(config))
+    theirs, ours = theirs.to(args.device), ours.to(args.device)
 
     gen = torch.Generator().manual_seed(1)
-    windows = torch.randint(0, args.vocab, (args.batch, args.length + 1), generator=gen)
+    windows = torch.randint(0, args.vocab, (args.batch, args.length + 1), generator=gen).to(args.device)
     x, y = windows[:, :-1], windows[:, 1:]
-    prompt = torch.randint(0, args.vocab, (args.gen_batch, args.prompt), generator=gen)
+    prompt = torch.randint(0, args.vocab, (args.gen_batch, args.prompt), generator=gen).to(args.device)
     mask = torch.ones_like(prompt)
+    amp = torch.autocast(args.device, dtype=getattr(torch, args.autocast or "bfloat16"),
+                         enabled=args.autocast is not None)
 
     theirs.eval()
     with torch.no_grad():
@@ -85,34 +93,38 @@ def main(argv: list[str] | None = None) -> dict:
     opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-4)
 
     def train_theirs() -> None:
-        loss = F.cross_entropy(theirs(x).logits.flatten(0, 1), y.flatten())
+        with amp:
+            loss = F.cross_entropy(theirs(x).logits.flatten(0, 1).float(), y.flatten())
         opt_theirs.zero_grad(set_to_none=True)
         loss.backward()
         opt_theirs.step()
 
     def train_ours() -> None:
-        loss = F.cross_entropy(ours(x).flatten(0, 1), y.flatten())
+        with amp:
+            loss = F.cross_entropy(ours(x).flatten(0, 1).float(), y.flatten())
         opt_ours.zero_grad(set_to_none=True)
         loss.backward()
         opt_ours.step()
 
     def generate_theirs() -> None:
-        with torch.no_grad():
+        with torch.no_grad(), amp:
             theirs.generate(prompt, attention_mask=mask, max_new_tokens=args.new, do_sample=False, use_cache=True)
 
     def generate_ours() -> None:
-        generate(ours, prompt, args.new, temperature=0.0)
+        with amp:
+            generate(ours, prompt, args.new, temperature=0.0)
 
+    sync = args.device if args.device == "cuda" else None
     with cpu_threads(args.threads):
         threads = torch.get_num_threads()
         theirs.train()
         ours.train()
         train = time_interleaved({"transformers": train_theirs, "package": train_ours}, reps=args.steps,
-                                 warmup=args.warmup)
+                                 warmup=args.warmup, device=sync)
         theirs.eval()
         ours.eval()
         decode = time_interleaved({"transformers": generate_theirs, "package": generate_ours}, reps=args.reps,
-                                  warmup=args.warmup)
+                                  warmup=args.warmup, device=sync)
 
     results = {}
     for name, times, tokens in (("training", train, args.batch * args.length),
@@ -127,10 +139,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name:10s}: transformers {results[name]['transformers_median_tokens_per_s']:9.0f} tokens/s, "
               f"package {results[name]['package_median_tokens_per_s']:9.0f} tokens/s, median ratio "
               f"{results[name]['median_ratio_package_speed_over_transformers']:.3f} (target >= 1.0)")
-    settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads, "dtype": "float32",
+    settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads,
+                "dtype": args.autocast and f"float32 weights, {args.autocast} autocast" or "float32",
                 "transformers": transformers.__version__, "attn_implementation": "sdpa", "dropout": 0.0}
     print(f"config: d_model {args.d_model}, {args.heads} heads, {args.layers} layers, vocab {args.vocab}, "
-          f"{threads} thread(s); results written to {write_results(args.out, results, settings, code=[main])}")
+          f"{threads} thread(s)")
+    print(f"results written to {write_results(args.out, results, settings, device=args.device, code=[main])}")
     return results
 
 

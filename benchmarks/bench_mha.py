@@ -14,6 +14,8 @@ The results, with their provenance (date, command, machine, threads, versions, c
 
 Usage:  python benchmarks/bench_mha.py                  (batch 8, n 256, d_model 256, h 8, float32, CPU)
         python benchmarks/bench_mha.py --reps 50 --threads 2 --seq-first
+        python benchmarks/bench_mha.py --device cuda --batch 16 --n 1024 --d-model 1024 --heads 16 \
+            --out benchmarks/results/bench_mha_cuda.json
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--reps", type=int, default=30, help="timed repetitions of each module and setting")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads (default: PyTorch's choice)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--seq-first", action="store_true", help="use (n, batch, d) inputs instead of batch_first")
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = p.parse_args(argv)
@@ -77,10 +80,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     batch_first = not args.seq_first
     ref = nn.MultiheadAttention(args.d_model, args.heads, batch_first=batch_first).train()
     ours = from_torch(ref).train()
+    ref, ours = ref.to(args.device), ours.to(args.device)
     shape = (args.batch, args.n, args.d_model) if batch_first else (args.n, args.batch, args.d_model)
-    x_ref = torch.randn(shape, requires_grad=True)
+    x_ref = torch.randn(shape).to(args.device).requires_grad_(True)
     x_ours = x_ref.detach().clone().requires_grad_(True)
-    grad = torch.randn(shape)
+    grad = torch.randn(shape).to(args.device)
 
     steps: dict[str, Callable[[], None]] = {}
     for nw in SETTINGS:
@@ -89,7 +93,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         steps[f"package need_weights={nw}"] = step_fn(ours, x_ours, grad, nw)
     with cpu_threads(args.threads):
         threads = torch.get_num_threads()
-        times = time_interleaved(steps, reps=args.reps, warmup=args.warmup)
+        times = time_interleaved(steps, reps=args.reps, warmup=args.warmup,
+                                 device=args.device if args.device == "cuda" else None)
         copies = {name: count_copies(step) for name, step in steps.items()}
 
     print(f"shape: batch {args.batch}, n {args.n}, d_model {args.d_model}, heads {args.heads}, float32, "
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"median ratio (package / PyTorch) {ratio:.3f}  (target <= 0.95)")
     settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads,
                 "dtype": "float32", "pass": "forward+backward, training mode, self-attention"}
-    print(f"results written to {write_results(args.out, results, settings, code=[main])}")
+    print(f"results written to {write_results(args.out, results, settings, device=args.device, code=[main])}")
     return ratios_out
 
 

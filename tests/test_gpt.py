@@ -69,6 +69,21 @@ def test_cached_generation_equals_uncached(dtype, positions, num_kv_heads):
     torch.testing.assert_close(log_c, m(tok_c)[:, 5:-1], rtol=0, atol=TOL[dtype])
 
 
+def test_cached_generation_under_autocast():
+    """Mixed precision, as a GPU trains and decodes: under ``torch.autocast`` the projections give bfloat16 keys and
+    values, and the cache made inside the region holds bfloat16 (it was float32, and decoding raised TypeError);
+    each step's logits are still those of one uncached pass under the same autocast."""
+    m = _model()
+    prompt = torch.randint(0, 31, (2, 5))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m.new_cache(2, 8).layers[0].keys.dtype == torch.bfloat16
+        tokens, logits = generate(m, prompt, 6, temperature=0.0, return_logits=True)
+        full = m(tokens)[:, 4:-1]
+    assert m.new_cache(2, 8).layers[0].keys.dtype == torch.float32  # outside the region: the parameters' dtype
+    assert torch.equal(tokens[:, :5], prompt) and tokens.shape == (2, 11)
+    torch.testing.assert_close(logits.float(), full.float(), rtol=0, atol=0.1)  # bfloat16 has 8 bits of precision
+
+
 def test_prefill_then_chunks_equals_one_pass():
     """The cache in pieces of any size: prefill 5 positions, then 1, 3 and 2 (decoding aligned lower-right)."""
     m = _model(torch.float64, num_kv_heads=2)

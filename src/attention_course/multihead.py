@@ -241,12 +241,15 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------------------------------ the KV cache
     def new_cache(self, batch: int, capacity: int) -> KVCache:
-        """An empty cache for ``capacity`` positions of self-attention (keys and values in the parameters' dtype
-        and on their device). At the edges: ``batch = 0`` gives an empty cache, as PyTorch answers empty batches."""
+        """An empty cache for ``capacity`` positions of self-attention: keys and values on the parameters' device,
+        in the dtype the projections will give them — the parameters' own, or autocast's where ``torch.autocast``
+        is on for that device when the cache is made (so make it inside the autocast region that decodes).
+        At the edges: ``batch = 0`` gives an empty cache, as PyTorch answers empty batches."""
         batch, capacity = check_int("batch", batch, low=0), check_int("capacity", capacity)
         shape = (batch, self.num_kv_heads, capacity, self.head_dim)
         w = self.out_proj.weight
-        return KVCache(w.new_empty(shape), w.new_empty(shape))
+        dtype = _cache_dtype(w)
+        return KVCache(w.new_empty(shape, dtype=dtype), w.new_empty(shape, dtype=dtype))
 
     def static_cache(self, key: torch.Tensor, value: torch.Tensor | None = None) -> KVCache:
         """Keys and values of ``key``/``value`` ``(batch, n_k, kdim|vdim)`` (batch-first), projected once: the
@@ -464,10 +467,20 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"cache must hold (batch, num_kv_heads, capacity, d_k) = ({want[0]}, {want[1]}, capacity, "
                              f"{want[2]}) for this module and this query, got keys of shape {tuple(keys.shape)} "
                              "(a cache made for another batch or by another module?)")
-        if keys.dtype != like.dtype:
-            raise TypeError(f"cache must hold keys in the parameters' dtype {like.dtype}, got {describe(keys)}")
+        if keys.dtype != _cache_dtype(like):
+            where = "autocast's dtype" if _cache_dtype(like) != like.dtype else "the parameters' dtype"
+            raise TypeError(f"cache must hold keys in {where} {_cache_dtype(like)}, got {describe(keys)} (a cache "
+                            "made outside the autocast region that decodes, or inside it for one outside?)")
         if keys.device != like.device:
             raise ValueError(f"cache must be on the parameters' device {like.device}, got keys {describe(keys)}")
+
+
+def _cache_dtype(w: torch.Tensor) -> torch.dtype:
+    """The dtype of the keys and values projected with parameter ``w``: autocast's where it is on for ``w``'s device."""
+    kind = w.device.type
+    if w.is_floating_point() and torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return w.dtype
 
 
 def _attention_with_weights(

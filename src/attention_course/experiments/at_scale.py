@@ -70,7 +70,9 @@ def attention_implementations(
     weights and computes 16-bit inputs in float32),
     ``tiled`` (:func:`~attention_course.tiled.tiled_attention` with ``block × block`` tiles) and ``F.sdpa``
     (PyTorch's fused ``F.scaled_dot_product_attention``, letting PyTorch pick its backend). On CUDA also
-    ``F.sdpa[flash]``, ``F.sdpa[mem-efficient]`` and ``F.sdpa[cuDNN]``: the fused call pinned to one backend each.
+    ``F.sdpa[flash]``, ``F.sdpa[mem-efficient]`` and ``F.sdpa[cuDNN]``: the fused call pinned to one backend each,
+    and ``triton (ch. 6)``, the course's Triton kernel (:func:`~attention_course.kernels.triton_attention`), where
+    triton is installed and the inputs are ``(batch, heads, n, d)`` with ``d ≤ 256``.
 
     Args:
         q, k, v: ``(..., n, d)`` torch tensors on one device (self-attention shapes when ``causal``).
@@ -110,7 +112,22 @@ def attention_implementations(
         for name, attr in enums.items():
             if name in wanted and hasattr(SDPBackend, attr):
                 fns[f"F.sdpa[{name}]"] = pinned(getattr(SDPBackend, attr))
+        if _triton_fits(q, k, v):
+            from attention_course.kernels import triton_attention
+
+            fns["triton (ch. 6)"] = lambda: triton_attention(q, k, v, causal=causal).output
     return fns
+
+
+def _triton_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """The course's Triton kernel joins the CUDA race where triton is installed and the problem is one it takes."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return (q.ndim == k.ndim == v.ndim == 4 and q.dtype in (torch.float32, torch.float16, torch.bfloat16)
+            and q.shape[-1] <= 256 and q.shape[:2] == k.shape[:2] == v.shape[:2] and k.shape == v.shape
+            and q.shape[-1] == k.shape[-1] and min(q.numel(), k.numel()) > 0)
 
 
 def _check_backends(backends: Iterable[str] | None) -> list[str]:

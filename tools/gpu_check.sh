@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The book and the benchmarks on a GPU machine, in one pass (the developers' rule: whenever a GPU is lent, run the
+# whole book under nbval there and the GPU benchmarks, and commit their results). Written for a lent machine with
+# no network and no Jupyter: wheels for nbval and ipykernel may be carried in .whl/ (see running.md).
+#
+#   OUT=/tmp/gpu tools/gpu_check.sh        writes under $OUT: gpu.log (machine, benchmarks), nbval.log, unit.log
+#                                          and the benchmarks' results files (bench_*_cuda.json)
+#
+# The benchmarks run first, with the GPU otherwise idle; then every notebook under nbval (one process each, two
+# CPU threads each) beside the unit tests. Each step has its own time limit, so one that hangs costs only itself.
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+log="$OUT/gpu.log"
+{
+    date -u; git rev-parse HEAD; git status --short | head -5; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"
+    python3 -c "import sys, torch, triton, numpy; print(sys.version.split()[0], 'torch', torch.__version__, \
+'triton', triton.__version__, 'numpy', numpy.__version__)"
+} >"$log" 2>&1
+
+bench() {  # bench SECONDS SCRIPT ARGS...: one benchmark, its output appended to the log
+    local limit=$1; shift
+    echo "== $*" >>"$log"
+    timeout "$limit" python3 "$@" >>"$log" 2>&1 || echo "!! exit $? from $*" >>"$log"
+}
+bench 150 benchmarks/bench_kernel.py --out "$OUT/bench_kernel_cuda.json"
+bench 60 benchmarks/bench_fast.py compare --device cuda --batch 4 --heads 16 --n 4096 --d 64 \
+    --out "$OUT/bench_fast_cuda.json"
+bench 60 benchmarks/bench_mha.py --device cuda --batch 16 --n 1024 --d-model 1024 --heads 16 \
+    --out "$OUT/bench_mha_cuda.json"
+bench 120 benchmarks/bench_gpt.py --device cuda --autocast bfloat16 --d-model 768 --heads 12 --layers 12 \
+    --vocab 50257 --batch 8 --length 1024 --steps 20 --reps 5 --out "$OUT/bench_gpt_cuda.json"
+
+limit=${NB_LIMIT:-330}
+mkdir -p /tmp/nbval
+for nb in book/*.ipynb; do
+    OMP_NUM_THREADS=2 timeout "$limit" python3 -m pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
+        --nbval-cell-timeout=900 -p no:cacheprovider -q -rf "$nb" >"/tmp/nbval/$(basename "$nb").log" 2>&1 &
+done
+OMP_NUM_THREADS=2 timeout "$limit" python3 -m pytest tests -m "not reader" -q -rfs -p no:cacheprovider \
+    >"$OUT/unit.log" 2>&1 &
+wait
+for f in /tmp/nbval/*.log; do echo "=== $f"; tail -c 20000 "$f"; done >"$OUT/nbval.log"
+echo "done $(date -u)" >>"$log"
