@@ -7,8 +7,10 @@
 #                                          and the benchmarks' results files (bench_*_cuda.json)
 #
 # The benchmarks run first, with the GPU otherwise idle; then every notebook under nbval (one process each, two
-# CPU threads each) beside the unit tests. Each step has its own time limit, so one that hangs costs only itself.
+# CPU threads each) beside the unit tests. Each step has its own time limit, so one that hangs costs only itself;
+# the whole takes at most DEADLINE seconds (default 540).
 set -u
+start=$(date +%s)
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -37,7 +39,9 @@ bench 60 benchmarks/bench_mha.py --device cuda --batch 16 --n 1024 --d-model 102
 bench 120 benchmarks/bench_gpt.py --device cuda --autocast bfloat16 --d-model 768 --heads 12 --layers 12 \
     --vocab 50257 --batch 8 --length 1024 --steps 20 --reps 5 --out "$OUT/bench_gpt_cuda.json"
 
-limit=${NB_LIMIT:-330}
+# the notebooks and unit tests get what is left of DEADLINE seconds (default 540: a 10-minute call, with margin)
+limit=${NB_LIMIT:-$(( ${DEADLINE:-540} - ($(date +%s) - start) ))}
+echo "nbval and unit tests: $limit s" >>"$log"
 mkdir -p /tmp/nbval
 for nb in book/*.ipynb; do
     OMP_NUM_THREADS=2 timeout "$limit" python3 -m pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
