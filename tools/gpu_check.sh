@@ -19,6 +19,13 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+if ! python3 -c "import importlib.metadata as m; m.version('attention-course')" 2>/dev/null; then
+    # the package runs from src/ without being installed: give it the metadata an install would (its version)
+    meta=/tmp/meta/attention_course-0.dist-info; mkdir -p "$meta"
+    version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+    printf 'Metadata-Version: 2.1\nName: attention-course\nVersion: %s\n' "$version" >"$meta/METADATA"
+    export PYTHONPATH="$PYTHONPATH:/tmp/meta"
+fi
 log="$OUT/gpu.log"
 {
     date -u; git rev-parse HEAD; git status --short | head -5; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"
