@@ -3,6 +3,7 @@ runs, and changes with a line of code, a constant, a setting or a file, not with
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 import textwrap
@@ -124,3 +125,16 @@ def test_a_function_inside_a_constant_counts_by_its_name(tmp_path):
     before = code_fingerprint([_load(tmp_path, source, "bench_e").main])
     after = code_fingerprint([_load(tmp_path, source.replace('"a": max', '"a": min'), "bench_f").main])
     assert before != after
+
+
+def test_the_syntax_tree_text_is_the_same_under_a_later_python(monkeypatch):
+    """Python 3.12 gave function definitions a new field, ``type_params``, empty where code does not use it;
+    ``ast.dump`` wrote it, so every fingerprint made under 3.12 (Colab, the GPU machines) differed from 3.11's."""
+    tree = ast.parse("def f(x, *, y=2):\n    return [x + y, None]\n")
+    before = fingerprint._portable_dump(tree)
+    monkeypatch.setattr(ast.FunctionDef, "_fields", (*ast.FunctionDef._fields, "type_params"))
+    tree.body[0].type_params = []
+    assert fingerprint._portable_dump(tree) == before
+    tree.body[0].type_params = [ast.Name("T")]  # a field in use is part of the text
+    assert fingerprint._portable_dump(tree) != before
+    assert fingerprint._portable_dump(ast.parse("f(1)")) != fingerprint._portable_dump(ast.parse("f(2)"))

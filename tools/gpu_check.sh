@@ -57,7 +57,8 @@ for nb in ${NOTEBOOKS:-book/*.ipynb}; do  # NOTEBOOKS="book/05_transformer.ipynb
         --nbval-cell-timeout=900 -p no:cacheprovider -q -rf "$nb" >"/tmp/nbval/$(basename "$nb").log" 2>&1 &
 done
 # the reader tests and the site's markdown tool need the site's packages (nbclient, playwright, pybtex): not there
-OMP_NUM_THREADS=2 timeout "$limit" python3 -m pytest tests -m "not reader" -q -rfs -p no:cacheprovider \
+# in eight worker processes (pytest-xdist): a test that kills its process fails alone, not the run
+OMP_NUM_THREADS=2 timeout "$limit" python3 -m pytest tests -m "not reader" -q -rfEs --tb=line -n 8 -p no:cacheprovider \
     --ignore=tests/reader --ignore=tests/test_notebook_markdown.py \
     >"$OUT/unit.log" 2>&1 &
 wait

@@ -71,6 +71,19 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+def _portable_dump(node: object) -> str:
+    """A syntax tree as text that reads the same under every Python from 3.11: node types and their fields by name,
+    empty ones left out (a later Python's new fields, such as 3.12's ``type_params``, are empty where code does not
+    use them; ``ast.dump`` writes them, so a fingerprint made under 3.12 differed from one made under 3.11)."""
+    if isinstance(node, ast.AST):
+        fields = ", ".join(f"{f}={_portable_dump(v)}" for f in node._fields
+                           if (v := getattr(node, f, None)) not in (None, []))
+        return f"{type(node).__name__}({fields})"
+    if isinstance(node, list):
+        return f"[{', '.join(_portable_dump(v) for v in node)}]"
+    return repr(node)
+
+
 def _source_tree(obj: object) -> ast.AST:
     source = textwrap.dedent(inspect.getsource(obj))
     return _strip_docstrings(ast.parse(source))
@@ -216,7 +229,7 @@ def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]
                 todo.append((f"{type(obj).__module__}.{type(obj).__qualname__}", type(obj)))
             continue
         tree = _source_tree(obj)
-        seen[name] = ast.dump(tree, annotate_fields=False, include_attributes=False)
+        seen[name] = _portable_dump(tree)
         namespace = dict(_namespace(obj))
         namespace.update(_local_imports(tree, getattr(obj, "__module__", "")))
         for chain in _references(tree):

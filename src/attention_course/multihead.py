@@ -1,4 +1,5 @@
-"""Multi-head attention, with grouped-query attention, a rotary-position hook and the KV cache (chapters 4–7).
+"""Multi-head attention, with grouped-query attention, a rotary-position hook and the KV cache (chapters 4–7;
+the cache itself is :mod:`attention_course.kv_cache`).
 
 Notation (the paper's, row vectors): head ``i`` computes ``Attention(X W_i^Q, X W_i^K, X W_i^V)``, where ``W_i^Q``
 is the ``i``-th block of ``d_k`` *columns* of one ``d_model × d_model`` matrix ``W^Q``. So the module computes the
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -33,11 +33,11 @@ from ._checks import (
     check_instance,
     check_int,
     check_real,
-    check_same_device,
     check_tensor,
     describe,
 )
 from .attention import AttentionOutput
+from .kv_cache import KVCache
 
 __all__ = ["KVCache", "MultiHeadAttention", "merge_heads", "split_heads"]
 
@@ -73,77 +73,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 def _merge(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).flatten(2)
-
-
-@dataclass
-class KVCache:
-    """One attention layer's projected keys and values, kept between calls (chapter 5; timed in chapter 6).
-
-    Self-attention appends each call's new keys and values (:meth:`MultiHeadAttention.new_cache`); a *static*
-    cache holds keys and values projected once, e.g. the encoder's output in cross-attention
-    (:meth:`MultiHeadAttention.static_cache`).
-
-    Attributes:
-        keys, values: ``(batch, num_kv_heads, capacity, d_k)``, filled up to ``length``.
-        length: positions held.
-        static: True for keys and values that are never appended to.
-
-    At the edges: a static cache of an empty memory has ``capacity = length = 0`` (queries then attend to nothing
-    and get zero attention outputs).
-    """
-
-    keys: torch.Tensor
-    values: torch.Tensor
-    length: int = 0
-    static: bool = False
-
-    def __post_init__(self) -> None:
-        layout = "(batch, num_kv_heads, capacity, d_k)"
-        check_tensor("keys", self.keys, ndim=4, layout=layout)
-        check_tensor("values", self.values, ndim=4, layout=layout)
-        if self.values.shape != self.keys.shape:
-            raise ValueError(f"values must have the keys' shape {tuple(self.keys.shape)} {layout}, "
-                             f"got {tuple(self.values.shape)}")
-        if self.values.dtype != self.keys.dtype:
-            raise TypeError(f"values must have the keys' dtype {self.keys.dtype}, got {describe(self.values)}")
-        check_same_device(("keys", "values"), (self.keys, self.values))
-        self.length = check_int("length", self.length, low=0, high=self.capacity)
-        self.static = check_flag("static", self.static)
-
-    @property
-    def capacity(self) -> int:
-        return self.keys.shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the keys and values in use (preallocated room not counted)."""
-        return 2 * self.keys[:, :, : self.length].numel() * self.keys.element_size()
-
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` ``(batch, num_kv_heads, n_new, d_k)`` after the cached positions; return all of them.
-        At the edges: ``n_new = 0`` stores nothing. A refused call leaves the cache as it was."""
-        if self.static:
-            raise ValueError(f"a cache to append to must have static=False; this one holds keys and values projected "
-                             f"once (static=True), got new keys {describe(k)}")
-        b, h, _, d = self.keys.shape
-        for name, t in (("k", k), ("v", v)):
-            check_tensor(name, t, ndim=4, layout="(batch, num_kv_heads, n_new, d_k)")
-            if t.shape[:2] != (b, h) or t.shape[3] != d:
-                raise ValueError(f"{name} must have shape (batch, num_kv_heads, n_new, d_k) = ({b}, {h}, n_new, {d}) "
-                                 f"to fit the cache, got {tuple(t.shape)}")
-            if t.dtype != self.keys.dtype:
-                raise TypeError(f"{name} must have the cache's dtype {self.keys.dtype}, got {describe(t)}")
-        if v.shape != k.shape:
-            raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
-        check_same_device(("the cache", "k", "v"), (self.keys, k, v))
-        end = self.length + k.shape[2]
-        if end > self.capacity:
-            raise ValueError(f"k must fit the cache: it holds {self.capacity} positions and {self.length} are used, "
-                             f"so at most {self.capacity - self.length} more; got {k.shape[2]} more")
-        self.keys[:, :, self.length : end] = k
-        self.values[:, :, self.length : end] = v
-        self.length = end
-        return self.keys[:, :, :end], self.values[:, :, :end]
 
 
 class MultiHeadAttention(nn.Module):
@@ -247,9 +176,7 @@ class MultiHeadAttention(nn.Module):
         At the edges: ``batch = 0`` gives an empty cache, as PyTorch answers empty batches."""
         batch, capacity = check_int("batch", batch, low=0), check_int("capacity", capacity)
         shape = (batch, self.num_kv_heads, capacity, self.head_dim)
-        w = self.out_proj.weight
-        dtype = _cache_dtype(w)
-        return KVCache(w.new_empty(shape, dtype=dtype), w.new_empty(shape, dtype=dtype))
+        return KVCache.empty(shape, like=self.out_proj.weight)
 
     def static_cache(self, key: torch.Tensor, value: torch.Tensor | None = None) -> KVCache:
         """Keys and values of ``key``/``value`` ``(batch, n_k, kdim|vdim)`` (batch-first), projected once: the
@@ -467,20 +394,13 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"cache must hold (batch, num_kv_heads, capacity, d_k) = ({want[0]}, {want[1]}, capacity, "
                              f"{want[2]}) for this module and this query, got keys of shape {tuple(keys.shape)} "
                              "(a cache made for another batch or by another module?)")
-        if keys.dtype != _cache_dtype(like):
-            where = "autocast's dtype" if _cache_dtype(like) != like.dtype else "the parameters' dtype"
-            raise TypeError(f"cache must hold keys in {where} {_cache_dtype(like)}, got {describe(keys)} (a cache "
-                            "made outside the autocast region that decodes, or inside it for one outside?)")
+        want_dtype = KVCache.dtype_for(like)
+        if keys.dtype != want_dtype:
+            where = "autocast's dtype" if want_dtype != like.dtype else "the parameters' dtype"
+            raise TypeError(f"cache must hold keys in {where} {want_dtype}, got {describe(keys)} (a cache made "
+                            "outside the autocast region that decodes, or inside it for one outside?)")
         if keys.device != like.device:
             raise ValueError(f"cache must be on the parameters' device {like.device}, got keys {describe(keys)}")
-
-
-def _cache_dtype(w: torch.Tensor) -> torch.dtype:
-    """The dtype of the keys and values projected with parameter ``w``: autocast's where it is on for ``w``'s device."""
-    kind = w.device.type
-    if w.is_floating_point() and torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
-        return torch.get_autocast_dtype(kind)
-    return w.dtype
 
 
 def _attention_with_weights(

@@ -397,11 +397,11 @@ def triton_attention(
     if device.type != "cuda" and not (device.type == "cpu" and interpreting()):
         raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
                          f"imported, got a tensor on {device}")
-    if device.type == "cpu":
-        _check_interpreter(q.dtype)
     causal = check_flag("causal", causal)
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
+    if device.type == "cpu":  # the arguments first, then whether this machine's interpreter can run them
+        _check_interpreter(q.dtype)
     out, lse = _TritonAttention.apply(q, k, v, scale, causal, blocks)
     return TiledOutput(out, lse)
 
