@@ -46,6 +46,19 @@ def _is_constant(value: object, depth: int = 0) -> bool:
     return False
 
 
+def _functions_in(value: object, depth: int = 0) -> list[object]:
+    """The functions and classes inside a constant's containers (as :func:`_is_constant` walks them)."""
+    if isinstance(value, (types.FunctionType, type)):
+        return [value] if depth else []
+    if depth > 4:
+        return []
+    items = list(value.items()) if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    found: list[object] = []
+    for item in items:
+        found += [f for part in (item if isinstance(value, dict) else (item,)) for f in _functions_in(part, depth + 1)]
+    return found
+
+
 def _stable_repr(value: object) -> str:
     """repr, with sets sorted (a set's order changes with the process's string hashing, PYTHONHASHSEED) and a
     function named by its module and qualified name (its repr holds a memory address)."""
@@ -122,6 +135,15 @@ UNFOLLOWED = (
     f"{PACKAGE}.measure.read_results",
     f"{PACKAGE}.measure.device_name",
     f"{PACKAGE}.measure._git_commit",
+)
+
+
+#: Module-level names that hold a process's state, not code: their values depend on what ran earlier in the
+#: process (triton imported lazily, the tile sizes that fitted the GPU at hand), so a fingerprint that read them
+#: would change with the order of the tests.
+RUNTIME_STATE = (
+    f"{PACKAGE}.kernels.flash_triton:tl",
+    f"{PACKAGE}.kernels.flash_triton:_FITTED",
 )
 
 
@@ -227,6 +249,9 @@ def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]
             seen[name] = _stable_repr(obj)
             if dataclasses.is_dataclass(obj):
                 todo.append((f"{type(obj).__module__}.{type(obj).__qualname__}", type(obj)))
+            for fn in _functions_in(obj):  # a table of the package's functions: their code counts too
+                if _owned(fn, roots):
+                    todo.append((f"{fn.__module__}.{fn.__qualname__}", fn))
             continue
         tree = _source_tree(obj)
         seen[name] = _portable_dump(tree)
@@ -247,7 +272,8 @@ def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]
                 if isinstance(target, (types.FunctionType, type)):
                     if _owned(target, roots):
                         todo.append((f"{target.__module__}.{target.__qualname__}", target))
-                elif (_is_constant(target) or dataclasses.is_dataclass(target)) and _owned_module(owner, roots):
+                elif ((_is_constant(target) or dataclasses.is_dataclass(target)) and _owned_module(owner, roots)
+                      and f"{owner}:{chain[-1]}" not in RUNTIME_STATE):
                     todo.append((f"{owner}:{chain[-1]}", target))
 
     def portable(key: str) -> str:

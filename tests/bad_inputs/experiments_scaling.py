@@ -28,6 +28,7 @@ from attention_course.experiments.scaling import (
     sample_dot_products,
     saturation_sweep,
     score_gradients,
+    score_steps,
     softmax_jacobian,
     softmax_jacobian_norm,
     steps_to,
@@ -196,6 +197,14 @@ CASES = [
          id="scaling.steps_to-short"),
     case(steps_to, lambda: steps_to([1.0, 0.4], float("nan")), ValueError, arg="level",
          id="scaling.steps_to-level-nan"),
+    case(score_steps, lambda: score_steps(True, 0, 0, INPUTS, **SMALL), ValueError, arg="steps",
+         id="scaling.score_steps-no-steps"),
+    case(score_steps, lambda: score_steps(True, -1, 2, INPUTS, **SMALL), ValueError, arg="seed",
+         id="scaling.score_steps-seed-negative"),
+    case(score_steps, lambda: score_steps(True, 0, 2, INPUTS[:2], **SMALL), TypeError, arg="inputs",
+         id="scaling.score_steps-probe-pair"),
+    case(score_steps, lambda: score_steps(True, 0, 2, INPUTS, qk_lr_scale=0.0, **SMALL), ValueError,
+         arg="qk_lr_scale", id="scaling.score_steps-qk-lr-zero"),
 ]
 
 

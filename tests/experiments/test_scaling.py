@@ -508,3 +508,23 @@ def test_control_is_the_scaled_head_with_w_q_learning_rate_times_root_d_k_under_
     torch.testing.assert_close(control(*inputs), fast(*inputs), rtol=1e-3, atol=1e-3)
     moved = (fast.head.w_q - initial_retrieval_head(True, 0, d_k=d).head.w_q).abs().max()
     assert moved > 1e-2  # the heads did train
+
+
+def test_score_steps_are_one_runs_steps():
+    """Entry t is the mean |Δs| between the run after t − 1 and after t steps: the first from the initial head,
+    the second from the 1-step run; a slowed learning rate of W^Q and W^K shrinks the first step."""
+    from attention_course.data import associative_recall
+    from attention_course.experiments.scaling import initial_retrieval_head, score_steps, train_retrieval
+
+    sizes = dict(d_k=16, d_model=8, n_pairs=3, key_vocab=6, value_vocab=4, batch=8)
+    b = associative_recall(32, 3, 6, 4, torch.Generator().manual_seed(7))
+    test, probe = (b.inputs, b.target), b.inputs
+    moved = score_steps(False, 3, 2, probe, test=test, **sizes)
+    start = initial_retrieval_head(False, 3, d_k=16, d_model=8, key_vocab=6, value_vocab=4).scores(*probe)
+    one, two = (train_retrieval(False, [3], t, test=test, track=False, **sizes)[0].model for t in (1, 2))
+    with torch.no_grad():
+        want = [(one.scores(*probe) - start).abs().mean().item(),
+                (two.scores(*probe) - one.scores(*probe)).abs().mean().item()]
+    assert moved == pytest.approx(want, rel=1e-12) and min(moved) > 0
+    slowed = score_steps(False, 3, 1, probe, test=test, qk_lr_scale=0.01, **sizes)
+    assert slowed[0] < moved[0]

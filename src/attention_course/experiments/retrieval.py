@@ -42,6 +42,7 @@ __all__ = [
     "HeadGradients",
     "head_gradients",
     "steps_to",
+    "score_steps",
 ]
 
 #: The optimisers :func:`train_retrieval` can train with.
@@ -277,6 +278,43 @@ def head_gradients(model: RecallModel, inputs: tuple[torch.Tensor, ...], targets
         loss = F.cross_entropy(model.unembed(out[:, 0]), targets.long())
         g_wq, g_wk, g_s, g_q = torch.autograd.grad(loss, (w_q, w_k, scores, q))
     return HeadGradients(g_wq.norm(), g_wk.norm(), g_s[:, 0].norm(dim=-1), g_q[:, 0].norm(dim=-1))
+
+
+def score_steps(
+    scaled: bool,
+    seed: int,
+    steps: int,
+    probe: tuple[torch.Tensor, ...],
+    **train: object,
+) -> list[float]:
+    """How far each of the first ``steps`` optimisation steps moves the scores (chapter 2, §2.6).
+
+    Entry ``t`` is the mean of ``|s_t − s_{t−1}|`` over the probe's scores (the query's row of the softmax's
+    input, every example and position), where ``s_t`` are the scores of :func:`train_retrieval`'s run for
+    ``seed`` after ``t`` steps and ``s_0`` those of :func:`initial_retrieval_head`. Each ``s_t`` comes from a run of
+    ``t`` steps (the run is deterministic, so these are one run's steps), which keeps the training loop
+    :func:`train_retrieval`'s own.
+
+    Args:
+        scaled, seed, steps: as :func:`train_retrieval` (one seed, ``steps ≥ 1``).
+        probe: ``(keys, values, query)`` token ids to measure the scores on.
+        **train: any other keyword of :func:`train_retrieval` (``d_k``, ``w_q_gain``, ``qk_lr_scale``,
+            ``optimizer``, ``lr``, ``clip``, ``test``, ...); ``track`` is always False.
+    """
+    seed, steps = check_int("seed", seed, low=0), check_int("steps", steps)
+    train.pop("track", None)
+    sizes = {k: train[k] for k in ("d_k", "d_model", "key_vocab", "value_vocab", "w_q_gain") if k in train}
+    before = initial_retrieval_head(scaled, seed, **sizes)
+    _check_probe(before, probe)
+    previous = before.scores(*probe).detach()
+    moved = []
+    for t in range(1, steps + 1):
+        model = train_retrieval(scaled, [seed], t, track=False, **train)[0].model
+        with torch.no_grad():
+            now = model.scores(*probe)
+        moved.append((now - previous).abs().mean().item())
+        previous = now
+    return moved
 
 
 def steps_to(loss: Sequence[float], level: float, window: int = 10) -> int | None:

@@ -53,6 +53,7 @@ from .retrieval import (
     independence_ratio,
     initial_retrieval_head,
     logit_std,
+    score_steps,
     steps_to,
     train_retrieval,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "saturation_sweep",
     "initial_retrieval_head",
     "train_retrieval",
+    "score_steps",
     "logit_std",
     "independence_ratio",
     "OPTIMIZERS",
