@@ -1,6 +1,6 @@
 """The course's Triton kernel against PyTorch's fused attention backends on a GPU, forward and backward (chapter 6).
 
-``attention_course.kernels.triton_attention`` (FlashAttention-2's algorithm in about 300 lines of Triton) is raced
+``attention_course.kernels.triton_attention`` (FlashAttention-2's algorithm, written in Triton for chapter 6) is raced
 against ``F.scaled_dot_product_attention`` pinned to each of PyTorch's CUDA backends: FlashAttention-2
 (``flash``), memory-efficient (xFormers' kernel) and cuDNN. For each shape the script first checks every
 implementation against float32 attention (PyTorch's ``math`` backend, inputs upcast) on the first batch
