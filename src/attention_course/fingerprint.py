@@ -52,11 +52,11 @@ def _functions_in(value: object, depth: int = 0) -> list[object]:
         return [value] if depth else []
     if depth > 4:
         return []
-    items = list(value.items()) if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
-    found: list[object] = []
-    for item in items:
-        found += [f for part in (item if isinstance(value, dict) else (item,)) for f in _functions_in(part, depth + 1)]
-    return found
+    if isinstance(value, dict):
+        parts = [part for pair in value.items() for part in pair]
+    else:
+        parts = list(value) if isinstance(value, (tuple, list)) else []
+    return [f for part in parts for f in _functions_in(part, depth + 1)]
 
 
 def _stable_repr(value: object) -> str:
