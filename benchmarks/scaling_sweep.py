@@ -25,10 +25,16 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from attention_course.data import associative_recall
-from attention_course.experiments.retrieval import independence_ratio, logit_std, steps_to, train_retrieval
+from attention_course.experiments.retrieval import (
+    ARMS,
+    arm_settings,
+    independence_ratio,
+    logit_std,
+    recall_test_set,
+    steps_to,
+    train_retrieval,
+)
 from attention_course.measure import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_sweep.json"
@@ -37,26 +43,7 @@ SEEDS = (0, 1, 2, 3, 4)
 STEPS = 300
 #: name -> (optimizer, lr, clip)
 OPTIMISERS = {"adamw": ("adamw", 3e-3, 1.0), "adamw_noclip": ("adamw", 3e-3, None), "sgd": ("sgd", 0.3, None)}
-ARMS = ("scaled", "unscaled", "control", "slowed")
 CHANCE = math.log(32)
-
-
-def arm_settings(arm: str, d_k: int, optimizer: str = "adamw") -> tuple[bool, float, float]:
-    """``(scaled, w_q_gain, qk_lr_scale)`` of an arm at width ``d_k`` under ``optimizer``.
-
-    AdamW's step does not grow with the gradient, so dividing the learning rate of W^Q and W^K by √d_k makes the
-    unscaled head's score steps those of the scaled head; SGD's step is the gradient, √d_k times larger in the
-    unscaled head, hence d_k there.
-    """
-    slow = 1 / math.sqrt(d_k) if optimizer == "adamw" else 1 / d_k
-    return {"scaled": (True, 1.0, 1.0), "unscaled": (False, 1.0, 1.0), "control": (False, 1 / math.sqrt(d_k), 1.0),
-            "slowed": (False, 1.0, slow)}[arm]
-
-
-def test_set() -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-    """The fixed evaluation set of chapter 2: 1024 examples drawn with seed 10 000."""
-    b = associative_recall(1024, 8, 32, 32, torch.Generator().manual_seed(10_000))
-    return b.inputs, b.target
 
 
 def summarise(run, probe) -> dict[str, object]:
@@ -79,15 +66,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    test = test_set()
+    test = recall_test_set()
     probe = tuple(x[:256] for x in test[0])
     results: dict[str, dict[str, dict[str, list[dict[str, object]]]]] = {}
     for opt_name, (optimizer, lr, clip) in OPTIMISERS.items():
         for d_k in D_KS:
             for arm in ARMS:
-                scaled, gain, qk_lr = arm_settings(arm, d_k, optimizer)
-                runs = train_retrieval(scaled, SEEDS, STEPS, d_k=d_k, test=test, w_q_gain=gain,
-                                       optimizer=optimizer, lr=lr, clip=clip, track=False, qk_lr_scale=qk_lr)
+                runs = train_retrieval(seeds=SEEDS, steps=STEPS, test=test, lr=lr, clip=clip, track=False,
+                                       **arm_settings(arm, d_k, optimizer))
                 entry = [summarise(r, probe) for r in runs]
                 results.setdefault(opt_name, {}).setdefault(str(d_k), {})[arm] = entry
                 print(opt_name, d_k, arm, [e["steps_to_loss_0.5"] for e in entry], flush=True)

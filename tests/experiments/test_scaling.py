@@ -392,7 +392,7 @@ def test_train_retrieval_learns_and_is_deterministic():
     (again,) = train_retrieval(True, seeds=[0], steps=100, **kw)
     assert r1.history.loss == again.history.loss and r1.accuracy == again.accuracy
     assert r1.history.loss != r2.history.loss
-    assert set(r1.history.extra) == {"logit_std", "independence_ratio"}
+    assert set(r1.history.extra) == {"logit_std", "independence_ratio", "score_step"}
     assert len(r1.history.extra["logit_std"]) == 100
     for r in (r1, r2):
         assert r.history.loss[-1] < 0.5 * r.history.loss[0]
@@ -510,21 +510,45 @@ def test_control_is_the_scaled_head_with_w_q_learning_rate_times_root_d_k_under_
     assert moved > 1e-2  # the heads did train
 
 
-def test_score_steps_are_one_runs_steps():
-    """Entry t is the mean |Δs| between the run after t − 1 and after t steps: the first from the initial head,
-    the second from the 1-step run; a slowed learning rate of W^Q and W^K shrinks the first step."""
+def test_score_step_is_how_far_each_step_moves_the_scores():
+    """history.extra["score_step"][t] is the mean |Δs| between the runs after t and after t + 1 steps: the
+    first from the initial head, the second from the 1-step run; tracking changes nothing in the run; a slowed
+    learning rate of W^Q and W^K shrinks the first step."""
     from attention_course.data import associative_recall
-    from attention_course.experiments.scaling import initial_retrieval_head, score_steps, train_retrieval
+    from attention_course.experiments.scaling import initial_retrieval_head, train_retrieval
 
     sizes = dict(d_k=16, d_model=8, n_pairs=3, key_vocab=6, value_vocab=4, batch=8)
     b = associative_recall(32, 3, 6, 4, torch.Generator().manual_seed(7))
     test, probe = (b.inputs, b.target), b.inputs
-    moved = score_steps(False, 3, 2, probe, test=test, **sizes)
+    run = train_retrieval(False, [3], 2, test=test, n_probe=32, **sizes)[0]
+    moved = run.history.extra["score_step"]
     start = initial_retrieval_head(False, 3, d_k=16, d_model=8, key_vocab=6, value_vocab=4).scores(*probe)
     one, two = (train_retrieval(False, [3], t, test=test, track=False, **sizes)[0].model for t in (1, 2))
     with torch.no_grad():
         want = [(one.scores(*probe) - start).abs().mean().item(),
                 (two.scores(*probe) - one.scores(*probe)).abs().mean().item()]
-    assert moved == pytest.approx(want, rel=1e-12) and min(moved) > 0
-    slowed = score_steps(False, 3, 1, probe, test=test, qk_lr_scale=0.01, **sizes)
-    assert slowed[0] < moved[0]
+        assert torch.equal(two.scores(*probe), run.model.scores(*probe))  # tracking changed nothing
+    assert moved == pytest.approx(want, rel=1e-6) and min(moved) > 0
+    slowed = train_retrieval(False, [3], 1, test=test, n_probe=32, qk_lr_scale=0.01, **sizes)[0]
+    assert slowed.history.extra["score_step"][0] < moved[0]
+    # every step is measured from the step before, per seed: two seeds in one call give each its own
+    both = train_retrieval(False, [3, 4], 2, test=test, n_probe=32, **sizes)
+    assert both[0].history.extra["score_step"] == pytest.approx(moved, rel=1e-6)
+
+
+def test_arm_settings_make_the_four_heads():
+    """The 2 × 2 of chapter 2: the control starts as the scaled head's function, the slowed head is the
+    unscaled one with W^Q, W^K's learning rate divided by √d_k (AdamW) or d_k (SGD)."""
+    from attention_course.experiments.scaling import ARMS, arm_settings, initial_retrieval_head
+
+    assert ARMS == ("scaled", "control", "slowed", "unscaled")
+    assert arm_settings("scaled", 64) == {"scaled": True, "w_q_gain": 1.0, "qk_lr_scale": 1.0, "d_k": 64,
+                                          "optimizer": "adamw"}
+    assert arm_settings("slowed", 64)["qk_lr_scale"] == 0.125
+    assert arm_settings("slowed", 64, "sgd")["qk_lr_scale"] == 1 / 64
+    assert arm_settings("unscaled", 64, "sgd")["scaled"] is False
+    ctl, ref = arm_settings("control", 64), arm_settings("scaled", 64)
+    keys, values, query = torch.randint(0, 32, (4, 8)), torch.randint(0, 32, (4, 8)), torch.randint(0, 32, (4,))
+    heads = [initial_retrieval_head(a["scaled"], 0, d_k=64, w_q_gain=a["w_q_gain"]) for a in (ctl, ref)]
+    with torch.no_grad():
+        torch.testing.assert_close(heads[0].scores(keys, values, query), heads[1].scores(keys, values, query))

@@ -42,11 +42,44 @@ __all__ = [
     "HeadGradients",
     "head_gradients",
     "steps_to",
-    "score_steps",
+    "ARMS",
+    "arm_settings",
+    "recall_test_set",
 ]
 
 #: The optimisers :func:`train_retrieval` can train with.
 OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd")
+
+#: Chapter 2's four heads, the 2 × 2 of §2.6: start matched (scaled, control), start saturated (slowed, unscaled).
+ARMS: tuple[str, ...] = ("scaled", "control", "slowed", "unscaled")
+
+
+def arm_settings(arm: str, d_k: int, optimizer: str = "adamw") -> dict[str, object]:
+    """The keywords of :func:`train_retrieval` that make ``arm`` at width ``d_k`` (chapter 2, §2.6).
+
+    ``scaled``: the paper's head. ``unscaled``: no 1/√d_k. ``control``: unscaled, W^Q divided by √d_k at
+    initialisation (the scaled head's function at step 0). ``slowed``: unscaled, the learning rate of W^Q and
+    W^K divided by √d_k under AdamW (whose step does not grow with the gradient) and by d_k under SGD (whose step
+    is the gradient, √d_k times the scaled head's): the unscaled head's saturated start with first score steps of
+    the scaled head's size. Returns ``{"scaled", "w_q_gain", "qk_lr_scale", "d_k", "optimizer"}``.
+
+    >>> arm_settings("control", 64)["w_q_gain"]
+    0.125
+    """
+    check_choice("arm", arm, ARMS)
+    d_k = check_int("d_k", d_k)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    slow = 1 / math.sqrt(d_k) if optimizer == "adamw" else 1 / d_k
+    return {"scaled": arm == "scaled", "w_q_gain": 1 / math.sqrt(d_k) if arm == "control" else 1.0,
+            "qk_lr_scale": slow if arm == "slowed" else 1.0, "d_k": d_k, "optimizer": optimizer}
+
+
+def recall_test_set(n_pairs: int = 8, key_vocab: int = 32, value_vocab: int = 32) -> tuple[tuple[torch.Tensor, ...],
+                                                                                       torch.Tensor]:
+    """Chapter 2's fixed evaluation set: 1024 examples of :func:`~attention_course.data.associative_recall` drawn
+    with seed 10 000 (no training batch uses that seed), as ``((keys, values, query), targets)``."""
+    b = associative_recall(1024, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
+    return b.inputs, b.target
 
 
 def initial_retrieval_head(
@@ -148,8 +181,10 @@ def train_retrieval(
     :func:`attention_course.train.run_seeds` does the runs (one CPU thread): seed ``s`` fixes the initial weights
     (those of ``initial_retrieval_head(scaled, s)``) and the batches (``recall_sampler(..., s)``), so the scaled
     and unscaled models of one seed start from the same weights and see the same data. After every step,
-    ``history.extra`` records :func:`logit_std` (key ``"logit_std"``) and :func:`independence_ratio`
-    (``"independence_ratio"``) on the first ``n_probe`` examples of ``test`` (``track=False``: nothing).
+    ``history.extra`` records, on the first ``n_probe`` examples of ``test`` (``track=False``: nothing),
+    :func:`logit_std` (key ``"logit_std"``), :func:`independence_ratio` (``"independence_ratio"``) and how far
+    the step moved the scores (``"score_step"``: the mean of ``|s_t − s_{t−1}|`` over the probe's scores, every
+    example and position, ``s_0`` being the initial head's).
 
     Args:
         scaled: multiply the scores by 1/√d_k (True) or not.
@@ -162,7 +197,8 @@ def train_retrieval(
             SGD, no momentum), both through :func:`~attention_course.train.train_step`.
         clip: the global gradient-norm clipping threshold applied before each step (None: no clipping). The
             default 1.0 is :func:`~attention_course.train.fit`'s.
-        track: record ``logit_std`` and ``independence_ratio`` after every step.
+        track: record ``logit_std``, ``independence_ratio`` and ``score_step`` after every step (measurements
+            only: the run is the same with or without them).
         qk_lr_scale: multiplies the learning rate of W^Q and W^K only (the other parameters keep ``lr``).
             Chapter 2's *slowed* arm: the unscaled head with ``1/√d_k`` under AdamW (whose step does not grow
             with the gradient) or ``1/d_k`` under SGD moves its scores, per step, as far as the scaled head does.
@@ -190,13 +226,23 @@ def train_retrieval(
     if test is not None and not (isinstance(test, (tuple, list)) and len(test) == 2):
         raise TypeError(f"test must be a pair ((keys, values, query), targets), got {describe(test)}")
     if test is None:
-        b = associative_recall(1024, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
-        test = (b.inputs, b.target)
+        test = recall_test_set(n_pairs, key_vocab, value_vocab)
     probe = tuple(x[:n_probe] for x in test[0])
     with seeded(0):  # (leaves the caller's random state as it was)
         _retrieval_head(scaled, d_k, d_model, key_vocab, value_vocab).scores(*probe)  # checks the test inputs
+    previous: dict[str, torch.Tensor] = {}  # the probe's scores before the step ("score_step")
+
     def build() -> RecallModel:
-        return _built(scaled, d_k, d_model, key_vocab, value_vocab, w_q_gain)
+        model = _built(scaled, d_k, d_model, key_vocab, value_vocab, w_q_gain)
+        if track:
+            with torch.no_grad():
+                previous["scores"] = model.scores(*probe)
+        return model
+
+    def score_step(model: RecallModel) -> float:
+        now = model.scores(*probe)
+        moved, previous["scores"] = (now - previous["scores"]).abs().mean(), now
+        return float(moved)
 
     def sampler(seed: int):
         return recall_sampler(batch, n_pairs, key_vocab, value_vocab, seed)
@@ -204,6 +250,7 @@ def train_retrieval(
     tracked = {
         "logit_std": lambda m: logit_std(m, probe),
         "independence_ratio": lambda m: independence_ratio(m, probe),
+        "score_step": score_step,
     } if track else None
     if optimizer == "adamw" and qk_lr_scale == 1.0:
         return run_seeds(build, sampler, test, seeds, steps=steps, lr=lr, track=tracked, clip=clip)
@@ -278,43 +325,6 @@ def head_gradients(model: RecallModel, inputs: tuple[torch.Tensor, ...], targets
         loss = F.cross_entropy(model.unembed(out[:, 0]), targets.long())
         g_wq, g_wk, g_s, g_q = torch.autograd.grad(loss, (w_q, w_k, scores, q))
     return HeadGradients(g_wq.norm(), g_wk.norm(), g_s[:, 0].norm(dim=-1), g_q[:, 0].norm(dim=-1))
-
-
-def score_steps(
-    scaled: bool,
-    seed: int,
-    steps: int,
-    probe: tuple[torch.Tensor, ...],
-    **train: object,
-) -> list[float]:
-    """How far each of the first ``steps`` optimisation steps moves the scores (chapter 2, §2.6).
-
-    Entry ``t`` is the mean of ``|s_t − s_{t−1}|`` over the probe's scores (the query's row of the softmax's
-    input, every example and position), where ``s_t`` are the scores of :func:`train_retrieval`'s run for
-    ``seed`` after ``t`` steps and ``s_0`` those of :func:`initial_retrieval_head`. Each ``s_t`` comes from a run of
-    ``t`` steps (the run is deterministic, so these are one run's steps), which keeps the training loop
-    :func:`train_retrieval`'s own.
-
-    Args:
-        scaled, seed, steps: as :func:`train_retrieval` (one seed, ``steps ≥ 1``).
-        probe: ``(keys, values, query)`` token ids to measure the scores on.
-        **train: any other keyword of :func:`train_retrieval` (``d_k``, ``w_q_gain``, ``qk_lr_scale``,
-            ``optimizer``, ``lr``, ``clip``, ``test``, ...); ``track`` is always False.
-    """
-    seed, steps = check_int("seed", seed, low=0), check_int("steps", steps)
-    train.pop("track", None)
-    sizes = {k: train[k] for k in ("d_k", "d_model", "key_vocab", "value_vocab", "w_q_gain") if k in train}
-    before = initial_retrieval_head(scaled, seed, **sizes)
-    _check_probe(before, probe)
-    previous = before.scores(*probe).detach()
-    moved = []
-    for t in range(1, steps + 1):
-        model = train_retrieval(scaled, [seed], t, track=False, **train)[0].model
-        with torch.no_grad():
-            now = model.scores(*probe)
-        moved.append((now - previous).abs().mean().item())
-        previous = now
-    return moved
 
 
 def steps_to(loss: Sequence[float], level: float, window: int = 10) -> int | None:

@@ -47,13 +47,15 @@ from .._checks import (
 )
 from ..attention import attention_entropy, softmax
 from .retrieval import (
+    ARMS,
     OPTIMIZERS,
     HeadGradients,
+    arm_settings,
     head_gradients,
     independence_ratio,
     initial_retrieval_head,
     logit_std,
-    score_steps,
+    recall_test_set,
     steps_to,
     train_retrieval,
 )
@@ -77,10 +79,12 @@ __all__ = [
     "saturation_sweep",
     "initial_retrieval_head",
     "train_retrieval",
-    "score_steps",
     "logit_std",
     "independence_ratio",
     "OPTIMIZERS",
+    "ARMS",
+    "arm_settings",
+    "recall_test_set",
     "HeadGradients",
     "head_gradients",
     "steps_to",

@@ -1,0 +1,83 @@
+"""Chapter 2's score steps: how far each training step moves the recall head's scores, in every arm of the 2 × 2.
+
+The 2 × 2 of §2.6 sorts the four heads (:data:`attention_course.experiments.retrieval.ARMS`) by their start and
+by the size of their steps in score space. This script measures that size over whole runs: it trains each arm
+(:func:`~attention_course.experiments.retrieval.arm_settings`) at d_k = 16, 64, 256 and 1024 for 300 steps,
+seeds 0–4, as ``benchmarks/scaling_sweep.py`` does — AdamW at learning rate 3e-3 with gradient-norm clipping at 1,
+and plain SGD at 0.3 without clipping — with ``track=True``, so every step records the mean |Δs| of the probe's
+scores (``history.extra["score_step"]``: 256 fixed test examples, nine scores each).
+
+Per run the file keeps that step size averaged over windows of steps spaced by powers of ten (1, 2–3, 4–10,
+11–30, 31–100, 101–300; 240 curves of 300 steps would make the file needlessly large), the mean training loss
+(the sweep's measure of speed, for the reader to match runs) and the seed. Results and provenance go to
+``benchmarks/results/score_steps.json``; chapter 2 renders them and re-runs the AdamW arms at d_k = 256 live.
+
+Usage:  python benchmarks/score_steps.py          (about 20 minutes on one CPU core)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from attention_course.experiments.retrieval import ARMS, arm_settings, recall_test_set, train_retrieval
+from attention_course.measure import write_results
+
+RESULTS = Path(__file__).resolve().parent / "results" / "score_steps.json"
+D_KS = (16, 64, 256, 1024)
+SEEDS = (0, 1, 2, 3, 4)
+STEPS = 300
+#: name -> (optimizer, lr, clip): the sweep's AdamW with clipping, and its SGD
+OPTIMISERS = {"adamw": ("adamw", 3e-3, 1.0), "sgd": ("sgd", 0.3, None)}
+#: the windows of steps (1-based, inclusive) the file averages the per-step |Δs| over
+WINDOWS = ((1, 1), (2, 3), (4, 10), (11, 30), (31, 100), (101, 300))
+
+
+def windowed(moves: list[float]) -> dict[str, float | None]:
+    """The mean of ``moves[a − 1 : b]`` for each window ``(a, b)`` of :data:`WINDOWS`, keyed ``"a-b"``
+    (None where a step's |Δs| is not finite: a diverged run)."""
+    out: dict[str, float | None] = {}
+    for a, b in WINDOWS:
+        part = moves[a - 1:b]
+        out[f"{a}-{b}"] = float(np.mean(part)) if all(math.isfinite(x) for x in part) else None
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    test = recall_test_set()
+    results: dict[str, dict[str, dict[str, list[dict[str, object]]]]] = {}
+    for opt_name, (optimizer, lr, clip) in OPTIMISERS.items():
+        for d_k in D_KS:
+            for arm in ARMS:
+                runs = train_retrieval(seeds=SEEDS, steps=STEPS, test=test, lr=lr, clip=clip, track=True,
+                                       n_probe=256, **arm_settings(arm, d_k, optimizer))
+                entry = []
+                for r in runs:
+                    loss = r.history.loss
+                    finite = all(math.isfinite(x) for x in loss)
+                    entry.append({"seed": r.seed, "mean_loss": float(np.mean(loss)) if finite else None,
+                                  "score_step": windowed(r.history.extra["score_step"])})
+                results.setdefault(opt_name, {}).setdefault(str(d_k), {})[arm] = entry
+                print(opt_name, d_k, arm, [e["score_step"]["1-1"] for e in entry], flush=True)
+    settings = {
+        "d_ks": list(D_KS), "seeds": list(SEEDS), "steps": STEPS, "arms": list(ARMS),
+        "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},
+        "windows": [f"{a}-{b}" for a, b in WINDOWS],
+        "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
+        "probe": "the first 256 of 1024 test examples, associative_recall seed 10000",
+        "threads": 1,
+        "threads_note": "every run trains on 1 thread (train.run_seeds, train_retrieval); provenance's "
+                        "torch_threads is the process default, used only outside the runs",
+    }
+    path = write_results(args.out, results, settings, code=[main])
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
