@@ -552,3 +552,27 @@ def test_arm_settings_make_the_four_heads():
     heads = [initial_retrieval_head(a["scaled"], 0, d_k=64, w_q_gain=a["w_q_gain"]) for a in (ctl, ref)]
     with torch.no_grad():
         torch.testing.assert_close(heads[0].scores(keys, values, query), heads[1].scores(keys, values, query))
+
+
+def test_pairing_ratios_separate_the_target_from_the_subspace():
+    """At initialisation every pairing is independent (ratios near 1); a head built so that the query is its
+    target key (W^Q = W^K, no value or marker in the states) has the target's ratio far above the others'; the
+    other-example entry is the pooled ratio of the batch with its keys rolled by one example."""
+    from attention_course.experiments.scaling import initial_retrieval_head, pairing_ratios, recall_test_set
+
+    (keys, values, query), _ = recall_test_set()
+    probe = (keys[:256], values[:256], query[:256])
+    start = pairing_ratios(initial_retrieval_head(True, 0, d_k=256), probe)
+    assert all(abs(r - 1) < 0.2 for r in start), start
+    model = initial_retrieval_head(True, 0, d_k=256)
+    with torch.no_grad():
+        model.value_embed.weight.zero_()
+        model.query_marker.zero_()
+        model.head.w_q.copy_(model.head.w_k)
+    built = pairing_ratios(model, probe)
+    assert built.target > 3 * max(built.others, built.other_example), built
+    q, k = model.queries_keys(*probe)
+    with torch.no_grad():
+        rolled = (q @ k.roll(1, 0).transpose(-2, -1))[:, 0, :-1]
+        norm = 16 * q.pow(2).mean().sqrt() * k.pow(2).mean().sqrt()
+    assert built.other_example == pytest.approx(float(rolled.pow(2).mean().sqrt() / norm), rel=1e-6)

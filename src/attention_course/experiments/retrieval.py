@@ -45,6 +45,8 @@ __all__ = [
     "ARMS",
     "arm_settings",
     "recall_test_set",
+    "PairingRatios",
+    "pairing_ratios",
 ]
 
 #: The optimisers :func:`train_retrieval` can train with.
@@ -154,6 +156,56 @@ def independence_ratio(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> 
     dots = (q @ k.transpose(-2, -1))[:, 0]
     sigma_q, sigma_k = q.pow(2).mean().sqrt(), k.pow(2).mean().sqrt()
     return float(dots.pow(2).mean().sqrt() / (math.sqrt(q.shape[-1]) * sigma_q * sigma_k))
+
+
+class PairingRatios(NamedTuple):
+    """:func:`pairing_ratios`: the independence ratio of the query with three sets of keys (floats).
+
+    Attributes:
+        target: the key the query asks for (the position whose key id is the query's).
+        others: the other keys of the same example (the query's own position left out).
+        other_example: the keys of another example (the next one in the batch), which the query has no reason
+            to match: above 1 only where training aligned the subspaces q and k live in.
+    """
+
+    target: float
+    others: float
+    other_example: float
+
+
+@torch.no_grad()
+def pairing_ratios(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> PairingRatios:
+    r""":func:`independence_ratio` split by which keys the query meets (chapter 2, §2.7's control).
+
+    Each entry is :math:`\sqrt{E[(q\cdot k)^2]}` over its pairs divided by :math:`\sqrt{d_k}\,σ_q σ_k`, with
+    :math:`σ_q`, :math:`σ_k` the root-mean-square components of all the probe's queries and keys (the same
+    normalisation as :func:`independence_ratio`). Pairing a query with the keys of another example keeps every
+    statistic of q and k but their joint content, so the ratio there measures how far training lined up the
+    *subspaces* of queries and keys; the target key's ratio above it is the query turning towards its own key.
+
+    Args:
+        model: a :class:`~attention_course.experiments.recall.RecallModel`.
+        inputs: ``(keys, values, query)`` token ids of :func:`~attention_course.data.associative_recall`, whose
+            query is one of its example's keys; at least two examples.
+    """
+    _check_probe(model, inputs)
+    keys, _, query = inputs
+    q, k = model.queries_keys(*inputs)  # (batch, 1, d_k), (batch, n_pairs + 1, d_k); checks the ids
+    if keys.shape[0] < 2:
+        raise ValueError(f"inputs must hold at least 2 examples (one is paired with another's keys), "
+                         f"got {keys.shape[0]}")
+    target = keys == query[:, None]  # (batch, n_pairs)
+    if not torch.equal(target.sum(1), torch.ones_like(query)):
+        raise ValueError("inputs must ask for one of their own keys in every example (associative_recall's "
+                         f"query), got {int((target.sum(1) != 1).sum())} examples that do not")
+    norm = math.sqrt(q.shape[-1]) * q.pow(2).mean().sqrt() * k.pow(2).mean().sqrt()
+    dots = (q @ k.transpose(-2, -1))[:, 0, :-1]  # (batch, n_pairs): the last position is the query's own
+    elsewhere = (q @ k.roll(1, 0).transpose(-2, -1))[:, 0, :-1]
+
+    def ratio(d: torch.Tensor) -> float:
+        return float(d.pow(2).mean().sqrt() / norm)
+
+    return PairingRatios(ratio(dots[target]), ratio(dots[~target]), ratio(elsewhere))
 
 
 def train_retrieval(
