@@ -11,9 +11,11 @@ Two parts, each written to its own results file:
   h = 16 (d_k = 2, 8; d_v = 2: d_k changes alone, so a gap there is the rank of the scores, not the width of
   the values), scored after 400 and 1600 steps (×1, ×4).
   Written to ``benchmarks/results/heads_factors.json``, with each arm's parameters and FLOPs.
-* ``controls`` — two cheap controls, scored after 400 and 1600 steps: h = 16, d_k = 2 (d_v = 2) with every
+* ``controls`` — cheap controls, scored after 400 and 1600 steps: h = 16, d_k = 2 (d_v = 2) with every
   score multiplied by 4 or 16 (``score_scale``: does a narrow head that can reach large scores sooner catch up
-  with d_k = 8?), and the Table 3 (A) model at h = 4 and h = 16 with a second learning rate, 1e-2.
+  with d_k = 8?), the same head with a learned temperature per head starting at 1 (``learned_temperature``: large
+  scores within reach without a saturated start), and the Table 3 (A) model at h = 4 and h = 16 with a second
+  learning rate, 1e-2.
   Written to ``benchmarks/results/heads_controls.json``.
 
 Every run: AdamW at a constant learning rate of 5e-3, batch 128, gradient clipping at 1, one thread
@@ -23,7 +25,7 @@ loss at each checkpoint (2000 held-out questions) and the training loss averaged
 
 Usage:  python benchmarks/heads_sweep.py --part table3a   (about 15 minutes on one CPU core)
         python benchmarks/heads_sweep.py --part factors   (about 8 minutes on one CPU core)
-        python benchmarks/heads_sweep.py --part controls  (about 6 minutes on one CPU core)
+        python benchmarks/heads_sweep.py --part controls  (about 8 minutes on one CPU core)
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ def controls() -> None:
     arms = [(f"h=16,d_k=2,scale={s:g}",
              lambda s=s: hd.ScoreHeadsRecall(D_MODEL, 16, 2, 2, KEY_VOCAB, VALUE_VOCAB, score_scale=s), LR)
             for s in SCALES]
+    arms += [("h=16,d_k=2,learned_temperature",
+              lambda: hd.ScoreHeadsRecall(D_MODEL, 16, 2, 2, KEY_VOCAB, VALUE_VOCAB, learned_temperature=True), LR)]
     arms += [(f"table3a,h={h},lr={LR2:g}",
               lambda h=h: hd.TwoQueryRecall(D_MODEL, h, KEY_VOCAB, VALUE_VOCAB), LR2) for h in (4, 16)]
     results = {}
@@ -130,7 +134,8 @@ def controls() -> None:
                 "checkpoints": list(SHORT), "batch": BATCH, "window": WINDOW, "optimizer": "adamw, clip 1",
                 "threads": 1, "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} "
                 f"value_vocab={VALUE_VOCAB}", "test": "2000 questions, seed 10000",
-                "models": "ScoreHeadsRecall(h=16, d_k=2, d_v=2, score_scale) at lr 5e-3; TwoQueryRecall at lr 1e-2"}
+                "models": "ScoreHeadsRecall(h=16, d_k=2, d_v=2, score_scale or a learned temperature e^θ per head, "
+                          "θ from 0) at lr 5e-3; TwoQueryRecall at lr 1e-2"}
     print("wrote", write_results(RESULTS / "heads_controls.json", results, settings, code=[controls]))
 
 

@@ -156,6 +156,8 @@ CASES = [
          id="heads.ScoreHeadsRecall-d_k-negative"),
     case(ScoreHeads, lambda: ScoreHeads(8, 2, 4, 4, score_scale=0.0), ValueError, arg="score_scale",
          id="heads.ScoreHeads-score_scale-zero"),
+    case(ScoreHeads, lambda: ScoreHeads(8, 2, 4, 4, learned_temperature=1), TypeError,
+         arg="learned_temperature", id="heads.ScoreHeads-learned_temperature-int"),
     case(ScoreHeadsRecall, lambda: ScoreHeadsRecall(8, 2, 2, 4, 8, 5, score_scale="big"), TypeError,
          arg="score_scale", id="heads.ScoreHeadsRecall-score_scale-string"),
     case(checkpoint_runs, lambda: checkpoint_runs(_model(), (0,), (2,)), TypeError, arg="build", says="function",

@@ -234,6 +234,29 @@ def test_score_scale_multiplies_the_scores():
     assert recall.attn.score_scale == 16.0
 
 
+def test_learned_temperature_starts_at_one_and_learns():
+    """θ = 0 at the start: the same weights, scores and outputs as the default head (the other weights are drawn
+    identically); e^θ multiplies head i's scores; training moves θ."""
+    q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)
+    torch.manual_seed(1)
+    plain = hd.ScoreHeads(8, 2, 2, 3)
+    torch.manual_seed(1)
+    learned = hd.ScoreHeads(8, 2, 2, 3, learned_temperature=True)
+    assert learned.log_temperature.shape == (2, 1, 1) and plain.log_temperature is None
+    for name, p in plain.named_parameters():
+        torch.testing.assert_close(p, dict(learned.named_parameters())[name], rtol=0, atol=0)
+    torch.testing.assert_close(learned(q, kv, kv)[0], plain(q, kv, kv)[0], rtol=0, atol=0)
+    with torch.no_grad():
+        learned.log_temperature[1] = math.log(3.0)
+        plain.w_q[1] *= 3  # head 1's scores × 3, head 0's unchanged
+    torch.testing.assert_close(learned(q, kv, kv)[1], plain(q, kv, kv)[1], rtol=0, atol=1e-6)
+    recall = hd.ScoreHeadsRecall(8, 4, 2, 2, 16, 8, learned_temperature=True)
+    runs = hd.checkpoint_runs(lambda: hd.ScoreHeadsRecall(8, 4, 2, 2, 16, 8, learned_temperature=True), (0,),
+                              (5,), batch=16, test_size=64, window=5)
+    assert recall.attn.log_temperature.abs().max() == 0
+    assert runs.models[0].attn.log_temperature.abs().max() > 0  # trained
+
+
 def test_checkpoint_runs_match_head_sweep():
     runs = hd.checkpoint_runs(lambda: hd.TwoQueryRecall(8, 2, 16, 8), (0, 1), (5, 10), batch=16, test_size=64,
                               window=4)

@@ -510,18 +510,24 @@ class ScoreHeads(nn.Module):
     scores of both forms have the same variance, whatever ``d_k``.
 
     ``score_scale`` (a positive number, default 1) multiplies every score: a control of §4.6 that lets a narrow
-    head reach the large scores a hard look-up needs without growing its weights.
+    head reach the large scores a hard look-up needs without growing its weights. ``learned_temperature=True``
+    multiplies head ``i``'s scores by a learned :math:`g_i = e^{θ_i}` as well, :math:`θ_i` starting at 0 (so
+    :math:`g_i = 1`: the head starts as the default one, unsaturated, and training may raise its scale — the
+    control that a fixed ``score_scale``, which also starts the softmax saturated, is not). The exponential keeps
+    :math:`g_i > 0` and lets Adam, whose steps are about the learning rate, change it by a factor per step.
 
     ``forward(query, key, value, need_weights=True)``: ``query`` ``(batch, n_q, d_model)``, ``key`` and ``value``
     ``(batch, n_k, d_model)``; returns ``(output (batch, n_q, d_model), weights (batch, h, n_q, n_k) or None)``.
     """
 
     def __init__(
-        self, d_model: int, num_heads: int, d_k: int | None, d_v: int, *, score_scale: float = 1.0
+        self, d_model: int, num_heads: int, d_k: int | None, d_v: int, *, score_scale: float = 1.0,
+        learned_temperature: bool = False,
     ) -> None:
         super().__init__()
         d_model, num_heads = check_int("d_model", d_model), check_int("num_heads", num_heads)
         self.score_scale = check_real("score_scale", score_scale, low=0, open_low=True)
+        check_flag("learned_temperature", learned_temperature)
         self.d_k = None if d_k is None else check_int("d_k", d_k)
         d_v = check_int("d_v", d_v)
         self.d_model, self.num_heads, self.d_v = d_model, num_heads, d_v
@@ -537,6 +543,8 @@ class ScoreHeads(nn.Module):
         with torch.no_grad():
             self.out_proj.weight.normal_(0.0, (num_heads * d_v) ** -0.5)
             self.out_proj.bias.zero_()
+        # θ, one per head (registered last, no random draw: the other weights are those of the default)
+        self.log_temperature = nn.Parameter(torch.zeros(num_heads, 1, 1)) if learned_temperature else None
 
     def score_parameters(self) -> int:
         """The weights that make the scores: :math:`2h\\,d_\\text{model}d_k`, or :math:`h\\,d_\\text{model}^2`."""
@@ -558,7 +566,8 @@ class ScoreHeads(nn.Module):
             scores = (x @ self.w) @ y.transpose(-2, -1) / math.sqrt(self.d_model)
         else:
             scores = (x @ self.w_q) @ (y @ self.w_k).transpose(-2, -1) / math.sqrt(self.d_k)
-        weights = (self.score_scale * scores).softmax(dim=-1)  # (batch, h, n_q, n_k)
+        scale = self.score_scale if self.log_temperature is None else self.score_scale * self.log_temperature.exp()
+        weights = (scale * scores).softmax(dim=-1)  # (batch, h, n_q, n_k)
         heads = weights @ (value[:, None] @ self.w_v + self.b_v)  # (batch, h, n_q, d_v)
         out = self.out_proj(heads.transpose(1, 2).flatten(2))
         return out, (weights if need_weights else None)
@@ -566,15 +575,16 @@ class ScoreHeads(nn.Module):
 
 class ScoreHeadsRecall(TwoQueryRecall):
     """:class:`TwoQueryRecall` with its attention layer replaced by a :class:`ScoreHeads` (``num_heads``,
-    ``d_k`` — ``None`` for one ``d_model × d_model`` matrix per head — ``d_v`` and ``score_scale``); everything
-    else is the same."""
+    ``d_k`` — ``None`` for one ``d_model × d_model`` matrix per head — ``d_v``, ``score_scale`` and
+    ``learned_temperature``); everything else is the same."""
 
     def __init__(
         self, d_model: int, num_heads: int, d_k: int | None, d_v: int, key_vocab: int, value_vocab: int,
-        *, score_scale: float = 1.0,
+        *, score_scale: float = 1.0, learned_temperature: bool = False,
     ) -> None:
         super().__init__(d_model, 1, key_vocab, value_vocab)
-        self.attn = ScoreHeads(d_model, num_heads, d_k, d_v, score_scale=score_scale)
+        self.attn = ScoreHeads(d_model, num_heads, d_k, d_v, score_scale=score_scale,
+                               learned_temperature=learned_temperature)
 
 
 class CheckpointRuns(NamedTuple):
