@@ -209,7 +209,7 @@ def test_score_heads_forms_and_shapes():
     q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)
     for d_k in (None, 1, 4):
         layer = hd.ScoreHeads(8, 2, d_k, 3)
-        out, w = layer(q, kv, kv)
+        out, w = layer(q, kv, kv, average_attn_weights=False)
         assert out.shape == (3, 2, 8) and w.shape == (3, 2, 2, 5)
         assert torch.allclose(w.sum(-1), torch.ones(3, 2, 2))
         assert layer(q, kv, kv, need_weights=False)[1] is None
@@ -269,3 +269,20 @@ def test_checkpoint_runs_match_head_sweep():
     recall = hd.ScoreHeadsRecall(8, 2, None, 4, 16, 8)
     assert isinstance(recall.attn, hd.ScoreHeads) and recall.attn.w.shape == (2, 8, 8)
 
+
+
+def test_score_heads_weights_follow_multihead_attention():
+    """ScoreHeads takes nn.MultiheadAttention's weight arguments: averaged over the heads by default, per head
+    with average_attn_weights=False — so TwoQueryRecall.attention_weights works on ScoreHeadsRecall."""
+    torch.manual_seed(0)
+    q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)
+    layer = hd.ScoreHeads(8, 4, 2, 2)
+    _, per_head = layer(q, kv, kv, average_attn_weights=False)
+    _, averaged = layer(q, kv, kv)
+    assert per_head.shape == (3, 4, 2, 5) and averaged.shape == (3, 2, 5)
+    torch.testing.assert_close(averaged, per_head.mean(dim=1))
+    model = hd.ScoreHeadsRecall(8, 4, 2, 2, 16, 8)
+    (keys, values, qa, qb), _ = hd.two_query_recall(6, 8, 16, 8, torch.Generator().manual_seed(0))
+    weights = model.attention_weights(keys, values, qa, qb)
+    assert weights.shape == (6, 4, 8)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(6, 4))

@@ -575,4 +575,8 @@ def test_pairing_ratios_separate_the_target_from_the_subspace():
     with torch.no_grad():
         rolled = (q @ k.roll(1, 0).transpose(-2, -1))[:, 0, :-1]
         norm = 16 * q.pow(2).mean().sqrt() * k.pow(2).mean().sqrt()
-    assert built.other_example == pytest.approx(float(rolled.pow(2).mean().sqrt() / norm), rel=1e-6)
+    unrelated = keys[:256].roll(1, 0) != query[:256, None]  # the query's own id left out
+    assert 0 < (~unrelated).sum() < unrelated.sum()  # some matches exist, and are dropped
+    want = float(rolled[unrelated].pow(2).mean().sqrt() / norm)
+    assert built.other_example == pytest.approx(want, rel=1e-6)
+    assert built.other_example < float(rolled.pow(2).mean().sqrt() / norm)  # matches had inflated it

@@ -516,8 +516,11 @@ class ScoreHeads(nn.Module):
     control that a fixed ``score_scale``, which also starts the softmax saturated, is not). The exponential keeps
     :math:`g_i > 0` and lets Adam, whose steps are about the learning rate, change it by a factor per step.
 
-    ``forward(query, key, value, need_weights=True)``: ``query`` ``(batch, n_q, d_model)``, ``key`` and ``value``
-    ``(batch, n_k, d_model)``; returns ``(output (batch, n_q, d_model), weights (batch, h, n_q, n_k) or None)``.
+    ``forward(query, key, value, need_weights=True, average_attn_weights=True)``: ``query``
+    ``(batch, n_q, d_model)``, ``key`` and ``value`` ``(batch, n_k, d_model)``; returns ``(output
+    (batch, n_q, d_model), weights or None)``, the weights averaged over the heads ``(batch, n_q, n_k)`` or per
+    head ``(batch, h, n_q, n_k)`` with ``average_attn_weights=False`` — the arguments and layout of
+    ``nn.MultiheadAttention``, so that :meth:`TwoQueryRecall.attention_weights` works for both layers.
     """
 
     def __init__(
@@ -551,7 +554,8 @@ class ScoreHeads(nn.Module):
         return self.w.numel() if self.d_k is None else self.w_q.numel() + self.w_k.numel()
 
     def forward(
-        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, need_weights: bool = True
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, need_weights: bool = True,
+        average_attn_weights: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, layout="(batch, n, d_model)")
@@ -561,6 +565,7 @@ class ScoreHeads(nn.Module):
             raise ValueError(f"expected query (batch, n_q, {self.d_model}) and key, value (batch, n_k, "
                              f"{self.d_model}), got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
         check_flag("need_weights", need_weights)
+        check_flag("average_attn_weights", average_attn_weights)
         x, y = query[:, None], key[:, None]  # (batch, 1, n, d_model): broadcast over heads
         if self.d_k is None:
             scores = (x @ self.w) @ y.transpose(-2, -1) / math.sqrt(self.d_model)
@@ -570,7 +575,9 @@ class ScoreHeads(nn.Module):
         weights = (scale * scores).softmax(dim=-1)  # (batch, h, n_q, n_k)
         heads = weights @ (value[:, None] @ self.w_v + self.b_v)  # (batch, h, n_q, d_v)
         out = self.out_proj(heads.transpose(1, 2).flatten(2))
-        return out, (weights if need_weights else None)
+        if not need_weights:
+            return out, None
+        return out, (weights.mean(dim=1) if average_attn_weights else weights)
 
 
 class ScoreHeadsRecall(TwoQueryRecall):

@@ -164,8 +164,10 @@ class PairingRatios(NamedTuple):
     Attributes:
         target: the key the query asks for (the position whose key id is the query's).
         others: the other keys of the same example (the query's own position left out).
-        other_example: the keys of another example (the next one in the batch), which the query has no reason
-            to match: above 1 only where training aligned the subspaces q and k live in.
+        other_example: the keys of another example (the one before it in the batch), leaving out any that has
+            the query's key id, so that the query has no reason to match them: above 1 only where q and k, though
+            unrelated, have aligned unequal variances across their components (training lining up the
+            subspaces they live in).
     """
 
     target: float
@@ -181,7 +183,8 @@ def pairing_ratios(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> Pair
     :math:`σ_q`, :math:`σ_k` the root-mean-square components of all the probe's queries and keys (the same
     normalisation as :func:`independence_ratio`). Pairing a query with the keys of another example keeps every
     statistic of q and k but their joint content, so the ratio there measures how far training lined up the
-    *subspaces* of queries and keys; the target key's ratio above it is the query turning towards its own key.
+    *subspaces* of queries and keys (independent vectors with aligned, unequal component variances give a ratio
+    above 1); the target key's ratio above it is the query turning towards its own key.
 
     Args:
         model: a :class:`~attention_course.experiments.recall.RecallModel`.
@@ -201,11 +204,12 @@ def pairing_ratios(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> Pair
     norm = math.sqrt(q.shape[-1]) * q.pow(2).mean().sqrt() * k.pow(2).mean().sqrt()
     dots = (q @ k.transpose(-2, -1))[:, 0, :-1]  # (batch, n_pairs): the last position is the query's own
     elsewhere = (q @ k.roll(1, 0).transpose(-2, -1))[:, 0, :-1]
+    unrelated = keys.roll(1, 0) != query[:, None]  # another example's keys, minus the query's own id
 
     def ratio(d: torch.Tensor) -> float:
         return float(d.pow(2).mean().sqrt() / norm)
 
-    return PairingRatios(ratio(dots[target]), ratio(dots[~target]), ratio(elsewhere))
+    return PairingRatios(ratio(dots[target]), ratio(dots[~target]), ratio(elsewhere[unrelated]))
 
 
 def train_retrieval(
