@@ -13,6 +13,7 @@ from attention_course.experiments.scaling import (
     AttentionInputs,
     DotProductMoments,
     HeadGradients,
+    PairingRatios,
     PlacementFactors,
     SaturationCurves,
     SaturationStats,
@@ -40,7 +41,7 @@ from attention_course.experiments.scaling import (
 from . import case
 
 RESULTS = (DotProductMoments, PlacementFactors, ScoreGradients, SaturationStats, SaturationCurves, AttentionInputs,
-           HeadGradients)
+           HeadGradients, PairingRatios)
 
 
 def _normal(name: str) -> sp.Expr:
