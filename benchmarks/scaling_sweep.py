@@ -28,12 +28,11 @@ import numpy as np
 
 from attention_course.experiments.retrieval import (
     ARMS,
-    arm_settings,
     independence_ratio,
     logit_std,
     recall_test_set,
     steps_to,
-    train_retrieval,
+    sweep_arms,
 )
 from attention_course.measure import write_results
 
@@ -68,15 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     test = recall_test_set()
     probe = tuple(x[:256] for x in test[0])
-    results: dict[str, dict[str, dict[str, list[dict[str, object]]]]] = {}
-    for opt_name, (optimizer, lr, clip) in OPTIMISERS.items():
-        for d_k in D_KS:
-            for arm in ARMS:
-                runs = train_retrieval(seeds=SEEDS, steps=STEPS, test=test, lr=lr, clip=clip, track=False,
-                                       **arm_settings(arm, d_k, optimizer))
-                entry = [summarise(r, probe) for r in runs]
-                results.setdefault(opt_name, {}).setdefault(str(d_k), {})[arm] = entry
-                print(opt_name, d_k, arm, [e["steps_to_loss_0.5"] for e in entry], flush=True)
+    results = sweep_arms(lambda run: summarise(run, probe), OPTIMISERS, D_KS, SEEDS, STEPS, test=test)
     settings = {
         "d_ks": list(D_KS), "seeds": list(SEEDS), "steps": STEPS, "arms": list(ARMS),
         "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},

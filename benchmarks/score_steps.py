@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attention_course.experiments.retrieval import ARMS, arm_settings, recall_test_set, train_retrieval
+from attention_course.experiments.retrieval import ARMS, recall_test_set, sweep_arms
 from attention_course.measure import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "score_steps.json"
@@ -46,25 +46,20 @@ def windowed(moves: list[float]) -> dict[str, float | None]:
     return out
 
 
+def summarise(run) -> dict[str, object]:
+    """What the file keeps of one run (a ``SeedRun``): its seed, mean training loss and windowed score steps."""
+    loss = run.history.loss
+    finite = all(math.isfinite(x) for x in loss)
+    return {"seed": run.seed, "mean_loss": float(np.mean(loss)) if finite else None,
+            "score_step": windowed(run.history.extra["score_step"])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     test = recall_test_set()
-    results: dict[str, dict[str, dict[str, list[dict[str, object]]]]] = {}
-    for opt_name, (optimizer, lr, clip) in OPTIMISERS.items():
-        for d_k in D_KS:
-            for arm in ARMS:
-                runs = train_retrieval(seeds=SEEDS, steps=STEPS, test=test, lr=lr, clip=clip, track=True,
-                                       n_probe=256, **arm_settings(arm, d_k, optimizer))
-                entry = []
-                for r in runs:
-                    loss = r.history.loss
-                    finite = all(math.isfinite(x) for x in loss)
-                    entry.append({"seed": r.seed, "mean_loss": float(np.mean(loss)) if finite else None,
-                                  "score_step": windowed(r.history.extra["score_step"])})
-                results.setdefault(opt_name, {}).setdefault(str(d_k), {})[arm] = entry
-                print(opt_name, d_k, arm, [e["score_step"]["1-1"] for e in entry], flush=True)
+    results = sweep_arms(summarise, OPTIMISERS, D_KS, SEEDS, STEPS, test=test, track=True)
     settings = {
         "d_ks": list(D_KS), "seeds": list(SEEDS), "steps": STEPS, "arms": list(ARMS),
         "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},

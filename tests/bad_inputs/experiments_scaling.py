@@ -35,6 +35,7 @@ from attention_course.experiments.scaling import (
     softmax_jacobian,
     softmax_jacobian_norm,
     steps_to,
+    sweep_arms,
     train_retrieval,
 )
 
@@ -210,6 +211,9 @@ CASES = [
          id="scaling.recall_test_set-more-pairs-than-keys"),
     case(recall_test_set, lambda: recall_test_set(n_pairs=2.5), TypeError, arg="n_pairs",
          id="scaling.recall_test_set-n_pairs-float"),
+    case(sweep_arms, lambda: sweep_arms(lambda r: {}, {"x": ("adam", 1e-3, None)}, (4,), (0,), 1,
+                                        test=recall_test_set()), ValueError, arg="optimizer", says="adamw",
+         id="scaling.sweep_arms-unknown-optimizer"),
     case(arm_settings, lambda: arm_settings("fast", 16), ValueError, arg="arm", says="scaled",
          id="scaling.arm_settings-unknown-arm"),
     case(arm_settings, lambda: arm_settings("slowed", 0), ValueError, arg="d_k",

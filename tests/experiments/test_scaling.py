@@ -580,3 +580,18 @@ def test_pairing_ratios_separate_the_target_from_the_subspace():
     want = float(rolled[unrelated].pow(2).mean().sqrt() / norm)
     assert built.other_example == pytest.approx(want, rel=1e-6)
     assert built.other_example < float(rolled.pow(2).mean().sqrt() / norm)  # matches had inflated it
+
+
+def test_sweep_arms_trains_every_arm_as_train_retrieval_does():
+    """One entry per seed for every optimiser, width and arm, each the summary of train_retrieval's run."""
+    from attention_course.data import associative_recall
+    from attention_course.experiments.scaling import ARMS, arm_settings, sweep_arms, train_retrieval
+
+    b = associative_recall(16, 8, 32, 32, torch.Generator().manual_seed(3))
+    test = (b.inputs, b.target)
+    results = sweep_arms(lambda run: {"seed": run.seed, "loss": run.history.loss},
+                         {"sgd": ("sgd", 0.1, None)}, (4,), (0, 1), 2, test=test)
+    assert list(results) == ["sgd"] and list(results["sgd"]) == ["4"] and list(results["sgd"]["4"]) == list(ARMS)
+    want = train_retrieval(seeds=(0, 1), steps=2, test=test, lr=0.1, clip=None, track=False,
+                           **arm_settings("slowed", 4, "sgd"))
+    assert results["sgd"]["4"]["slowed"] == [{"seed": r.seed, "loss": r.history.loss} for r in want]

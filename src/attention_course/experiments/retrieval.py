@@ -9,7 +9,7 @@ are from independent).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -45,6 +45,7 @@ __all__ = [
     "ARMS",
     "arm_settings",
     "recall_test_set",
+    "sweep_arms",
     "PairingRatios",
     "pairing_ratios",
 ]
@@ -333,6 +334,34 @@ def train_retrieval(
             result = evaluate(model, *test)
             runs.append(SeedRun(seed, model, history, result.accuracy, result.loss))
     return runs
+
+
+def sweep_arms(
+    summarise: Callable[[SeedRun], dict[str, object]],
+    optimisers: Mapping[str, tuple[str, float, float | None]],
+    d_ks: Sequence[int],
+    seeds: Sequence[int],
+    steps: int,
+    *,
+    test: tuple[tuple[torch.Tensor, ...], torch.Tensor],
+    track: bool = False,
+) -> dict[str, dict[str, dict[str, list[dict[str, object]]]]]:
+    """Chapter 2's sweep: every arm of :data:`ARMS` at every width and under every optimiser, one run per seed.
+
+    ``optimisers`` maps a name to ``(optimizer, lr, clip)`` for :func:`train_retrieval`; each run is turned into
+    one entry by ``summarise``. Returns ``results[optimiser name][str(d_k)][arm]``, a list with one entry per seed
+    (the layout of ``benchmarks/results/scaling_sweep.json`` and ``score_steps.json``), printing one line per arm
+    as it goes.
+    """
+    results: dict[str, dict[str, dict[str, list[dict[str, object]]]]] = {}
+    for name, (optimizer, lr, clip) in optimisers.items():
+        for d_k in d_ks:
+            for arm in ARMS:
+                runs = train_retrieval(seeds=seeds, steps=steps, test=test, lr=lr, clip=clip, track=track,
+                                       **arm_settings(arm, d_k, optimizer))
+                results.setdefault(name, {}).setdefault(str(d_k), {})[arm] = [summarise(r) for r in runs]
+                print(name, d_k, arm, flush=True)
+    return results
 
 
 class HeadGradients(NamedTuple):

@@ -59,6 +59,7 @@ from .retrieval import (
     pairing_ratios,
     recall_test_set,
     steps_to,
+    sweep_arms,
     train_retrieval,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "HeadGradients",
     "head_gradients",
     "steps_to",
+    "sweep_arms",
 ]
 
 #: The placements of the 1/√d_k factor that chapter 2 compares.
