@@ -14,8 +14,8 @@ Two parts, each written to its own results file:
 * ``controls`` — cheap controls, scored after 400 and 1600 steps: h = 16, d_k = 2 (d_v = 2) with every
   score multiplied by 4 or 16 (``score_scale``: does a narrow head that can reach large scores sooner catch up
   with d_k = 8?), the same head with a learned temperature per head starting at 1 (``learned_temperature``: large
-  scores within reach without a saturated start), and the Table 3 (A) model at h = 4 and h = 16 with a second
-  learning rate, 1e-2.
+  scores within reach without a saturated start; each head's temperature at the end of the run is stored), and
+  the Table 3 (A) model at h = 4 and h = 16 with a second learning rate, 1e-2.
   Written to ``benchmarks/results/heads_controls.json``.
 
 Every run: AdamW at a constant learning rate of 5e-3, batch 128, gradient clipping at 1, one thread
@@ -129,6 +129,9 @@ def controls() -> None:
     for name, build, lr in arms:
         runs = hd.checkpoint_runs(build, SEEDS, SHORT, batch=BATCH, lr=lr, window=WINDOW)
         results[name] = summarise(runs) | {"lr": lr}
+        if name.endswith("learned_temperature"):  # each head's e^θ at the end of the run (1600 steps)
+            results[name]["temperatures_at_end"] = [
+                [round(t, 4) for t in m.attn.log_temperature.detach().exp().flatten().tolist()] for m in runs.models]
         print(name, results[name]["test_loss"], flush=True)
     settings = {"d_model": D_MODEL, "scales": list(SCALES), "second_lr": LR2, "seeds": list(SEEDS),
                 "checkpoints": list(SHORT), "batch": BATCH, "window": WINDOW, "optimizer": "adamw, clip 1",

@@ -83,3 +83,46 @@ def test_circuits_keep_low_precision(dtype):
     torch.manual_seed(26)
     hw = head_weights(MultiHeadAttention(8, 2), dtype)
     assert {w.dtype for w in hw} == {dtype}
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"kdim": 5, "vdim": 7}, {"bias": False}], ids=["fused", "separate", "no-bias"])
+def test_reparametrized_keeps_the_function_and_the_circuits_and_moves_the_factors(kwargs):
+    from attention_course.circuits import reparametrized
+
+    torch.manual_seed(2)
+    mha = MultiHeadAttention(12, 3, batch_first=True, dtype=torch.float64, **kwargs).eval()
+    eye = torch.eye(4, dtype=torch.float64)
+    m, n = _randn(3, 4, 4) + 3 * eye, _randn(3, 4, 4).flip(-1) + 3 * eye
+    before = head_weights(mha)
+    new = reparametrized(mha, m, n)
+    q = _randn(2, 5, 12)
+    k, v = _randn(2, 6, kwargs.get("kdim", 12)), _randn(2, 6, kwargs.get("vdim", 12))
+    out_a, w_a = mha(q, k, v, average_attn_weights=False)
+    out_b, w_b = new(q, k, v, average_attn_weights=False)
+    torch.testing.assert_close(out_b, out_a, rtol=0, atol=1e-12)
+    torch.testing.assert_close(w_b, w_a, rtol=0, atol=1e-12)
+    a, b = head_weights(mha), head_weights(new)
+    torch.testing.assert_close(b.w_q, a.w_q @ m, rtol=0, atol=1e-12)
+    torch.testing.assert_close(b.w_k, a.w_k @ torch.linalg.inv(m).mT, rtol=0, atol=1e-12)
+    torch.testing.assert_close(b.w_v, a.w_v @ n, rtol=0, atol=1e-12)
+    torch.testing.assert_close(b.w_o, torch.linalg.inv(n) @ a.w_o, rtol=0, atol=1e-12)
+    torch.testing.assert_close(qk_circuit(b.w_q, b.w_k), qk_circuit(a.w_q, a.w_k), rtol=0, atol=1e-12)
+    assert float((b.w_q - a.w_q).norm() / a.w_q.norm()) > 1  # the factors moved far
+    if kwargs.get("bias", True):  # b_q M: the biases moved with their matrices
+        b_q = mha.in_proj_bias[:12].reshape(3, 1, 4)
+        torch.testing.assert_close(new.in_proj_bias[:12], (b_q @ m).flatten(), rtol=0, atol=1e-12)
+    assert all(torch.equal(x, y) for x, y in zip(a, before, strict=True))  # a copy: mha itself is unchanged
+    torch.testing.assert_close(reparametrized(mha, eye.expand(3, 4, 4)).state_dict()["out_proj.weight"],
+                               mha.out_proj.weight.detach(), rtol=0, atol=0)  # default n: identities
+
+
+def test_reparametrized_refuses_what_it_cannot_do():
+    from attention_course.circuits import reparametrized
+
+    eye = torch.eye(4).expand(2, 4, 4)
+    with pytest.raises(ValueError, match="one key and value head per query head"):
+        reparametrized(MultiHeadAttention(8, 2, num_kv_heads=1), eye)
+    with pytest.raises(ValueError, match="singular"):
+        reparametrized(MultiHeadAttention(8, 2), torch.zeros(2, 4, 4))
+    with pytest.raises(ValueError, match=r"\(2, 4, 4\)"):
+        reparametrized(MultiHeadAttention(8, 2), torch.eye(4).expand(3, 4, 4))

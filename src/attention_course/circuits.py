@@ -13,6 +13,7 @@ each unit of weight on a token is that token times the **OV circuit** :math:`W_{
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -24,6 +25,7 @@ from ._checks import (
     check_instance,
     check_ndim,
     check_same_device,
+    check_tensor,
     describe,
     same_kind,
     to_output,
@@ -32,7 +34,7 @@ from ._checks import (
 if TYPE_CHECKING:
     from .multihead import MultiHeadAttention
 
-__all__ = ["HeadWeights", "head_weights", "ov_circuit", "qk_circuit"]
+__all__ = ["HeadWeights", "head_weights", "ov_circuit", "qk_circuit", "reparametrized"]
 
 
 class HeadWeights(NamedTuple):
@@ -135,3 +137,66 @@ def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
         raise ValueError(f"w_v (..., d_model, d_v) and w_o (..., d_v, d_out) must share d_v, got {tuple(a.shape)} "
                          f"and {tuple(b.shape)}")
     return to_output(a @ b, as_numpy)
+
+
+def reparametrized(mha: MultiHeadAttention, m: torch.Tensor, n: torch.Tensor | None = None) -> MultiHeadAttention:
+    r"""A copy of ``mha`` that computes the same function through other factors (chapter 4, §4.3).
+
+    Head :math:`i` of the copy has :math:`W_i^Q M_i`, :math:`W_i^K M_i^{-\top}`, :math:`W_i^V N_i` and
+    :math:`N_i^{-1} W_i^O`, and biases :math:`b_{q,i} M_i`, :math:`b_{k,i} M_i^{-\top}`, :math:`b_{v,i} N_i`: its
+    circuits :math:`W_{QK,i}` and :math:`W_{OV,i}`, hence its scores, weights and output, are those of ``mha``
+    (up to rounding), while the factors themselves can be far apart. The copy's matrices are set through
+    PyTorch's fused layout (``in_proj_weight`` stacks :math:`{W^Q}^\top, {W^K}^\top, {W^V}^\top`, head by head),
+    which the caller never touches.
+
+    Args:
+        mha: a :class:`~attention_course.multihead.MultiHeadAttention` with one key and value head per query head.
+        m: ``(num_heads, head_dim, head_dim)``, invertible: the query–key side.
+        n: ``(num_heads, head_dim, head_dim)``, invertible: the value–output side; default: identities.
+
+    Raises:
+        TypeError: ``mha`` not a ``MultiHeadAttention``; ``m`` or ``n`` not a floating-point tensor.
+        ValueError: grouped heads (a key head shared by several query heads cannot take each one's
+            :math:`M_i`); ``m`` or ``n`` of another shape, on another device, or singular.
+    """
+    from .multihead import MultiHeadAttention
+
+    check_instance("mha", mha, MultiHeadAttention)
+    h, d = mha.num_heads, mha.head_dim
+    if mha.num_kv_heads != h:
+        raise ValueError(f"mha must have one key and value head per query head to be reparametrized head by head, "
+                         f"got {h} query heads sharing {mha.num_kv_heads} key/value heads")
+    like = mha.out_proj.weight
+    mats = {}
+    for name, t in (("m", m), ("n", n)):
+        if t is None:
+            t = torch.eye(d, dtype=like.dtype, device=like.device).expand(h, d, d)
+        check_tensor(name, t, ndim=3, layout="(num_heads, head_dim, head_dim)")
+        if tuple(t.shape) != (h, d, d):
+            raise ValueError(f"{name} must be (num_heads, head_dim, head_dim) = {(h, d, d)}, got {tuple(t.shape)}")
+        check_same_device(("mha", name), [like, t])
+        t = t.detach().to(like.dtype)
+        if (torch.linalg.matrix_rank(t.double()) < d).any():
+            raise ValueError(f"{name} must hold invertible matrices, got a singular one for head(s) "
+                             f"{torch.nonzero(torch.linalg.matrix_rank(t.double()) < d).flatten().tolist()}")
+        mats[name] = t
+    m_t, n_t = mats["m"], mats["n"]
+    m_inv_t = torch.linalg.inv(m_t).transpose(-1, -2)
+    n_inv = torch.linalg.inv(n_t)
+    new = copy.deepcopy(mha)
+
+    def times(w: torch.Tensor, a: torch.Tensor) -> None:  # stored (h·d, ...) = (W a)ᵀ per head: aᵀ Wᵀ
+        w.copy_((a.transpose(-1, -2) @ w.reshape(h, d, -1)).reshape(w.shape))
+
+    with torch.no_grad():
+        w_q, w_k, w_v = new.in_projections()
+        for w, a in ((w_q, m_t), (w_k, m_inv_t), (w_v, n_t)):
+            times(w, a)
+        if new.in_proj_bias is not None:
+            widths = [mha.embed_dim, mha.kv_dim, mha.kv_dim]
+            for b, a in zip(new.in_proj_bias.split(widths), (m_t, m_inv_t, n_t), strict=True):
+                times(b, a)
+        w_out = new.out_proj.weight  # stored (W^O)ᵀ, columns of head i = (W_i^O)ᵀ; (N⁻¹ W_i^O)ᵀ = (W_i^O)ᵀ N⁻ᵀ
+        w_out.copy_((w_out.unflatten(1, (h, d)).transpose(0, 1) @ n_inv.transpose(-1, -2)).transpose(0, 1)
+                    .flatten(1))
+    return new

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attention_course.circuits import HeadWeights, head_weights, ov_circuit, qk_circuit
+from attention_course.circuits import HeadWeights, head_weights, ov_circuit, qk_circuit, reparametrized
 from attention_course.multihead import MultiHeadAttention
 
 from . import case
@@ -46,4 +46,19 @@ CASES = [
     case(ov_circuit, lambda: ov_circuit(W_V.expand(2, 6, 3), W_O.expand(3, 3, 6)), ValueError, arg="w_o",
          says="broadcast", id="circuits.ov_circuit-heads"),
     case(ov_circuit, lambda: ov_circuit(W_V, "W_O"), TypeError, arg="w_o", id="circuits.ov_circuit-str"),
+    # reparametrized
+    case(reparametrized, lambda: reparametrized(torch.nn.Linear(2, 2), torch.eye(4).expand(2, 4, 4)), TypeError,
+         arg="mha", says="MultiHeadAttention", id="circuits.reparametrized-module"),
+    case(reparametrized, lambda: reparametrized(MHA, torch.eye(4).tolist()), TypeError, arg="m",
+         id="circuits.reparametrized-list"),
+    case(reparametrized, lambda: reparametrized(MHA, torch.eye(4)), ValueError, arg="m", says="3-D",
+         id="circuits.reparametrized-2d"),
+    case(reparametrized, lambda: reparametrized(MHA, torch.eye(4).expand(2, 4, 4), torch.eye(3).expand(2, 3, 3)),
+         ValueError, arg="n", says="(num_heads, head_dim, head_dim)", id="circuits.reparametrized-shape"),
+    case(reparametrized, lambda: reparametrized(MHA, torch.zeros(2, 4, 4)), ValueError, arg="m", says="singular",
+         id="circuits.reparametrized-singular"),
+    case(reparametrized, lambda: reparametrized(MultiHeadAttention(8, 2, num_kv_heads=1), torch.eye(4).expand(2, 4, 4)),
+         ValueError, arg="mha", says="one key and value head", id="circuits.reparametrized-grouped"),
+    case(reparametrized, lambda: reparametrized(MHA, torch.eye(4, dtype=torch.long).expand(2, 4, 4)), TypeError,
+         arg="m", says="floating-point", id="circuits.reparametrized-integer"),
 ]
