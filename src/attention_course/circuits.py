@@ -176,9 +176,10 @@ def reparametrized(mha: MultiHeadAttention, m: torch.Tensor, n: torch.Tensor | N
             raise ValueError(f"{name} must be (num_heads, head_dim, head_dim) = {(h, d, d)}, got {tuple(t.shape)}")
         check_same_device(("mha", name), [like, t])
         t = t.detach().to(like.dtype)
-        if (torch.linalg.matrix_rank(t.double()) < d).any():
+        singular = torch.linalg.matrix_rank(t.double()) < d
+        if singular.any():
             raise ValueError(f"{name} must hold invertible matrices, got a singular one for head(s) "
-                             f"{torch.nonzero(torch.linalg.matrix_rank(t.double()) < d).flatten().tolist()}")
+                             f"{torch.nonzero(singular).flatten().tolist()}")
         mats[name] = t
     m_t, n_t = mats["m"], mats["n"]
     m_inv_t = torch.linalg.inv(m_t).transpose(-1, -2)
