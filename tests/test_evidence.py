@@ -113,3 +113,69 @@ def test_the_false_alarm_rate_is_what_the_documentation_says():
         se = np.sqrt(s_stored**2 / 5 + s_live**2 / m)
         rate = np.mean(np.abs(live.mean(1) - stored.mean(1)) > evidence.Z_AGREE * se)
         assert abs(rate - documented) < 0.003, (m, rate)
+
+
+# --- judging seeds ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dof, level, table", [(4, 0.95, 2.776), (9, 0.95, 2.262), (1, 0.95, 12.706),
+                                               (4, 0.99, 4.604), (1000, 0.95, 1.962)])
+def test_t_quantile_matches_the_printed_tables(dof, level, table):
+    assert evidence.t_quantile(dof, level) == pytest.approx(table, abs=1e-3)
+    # and the p-value inverts it
+    assert evidence.t_two_sided_p(evidence.t_quantile(dof, level), dof) == pytest.approx(1 - level, abs=1e-9)
+
+
+def test_t_two_sided_p_is_one_at_zero_and_zero_at_infinity():
+    assert evidence.t_two_sided_p(0.0, 4) == pytest.approx(1.0)
+    assert evidence.t_two_sided_p(math.inf, 4) == 0.0
+    assert evidence.t_two_sided_p(-3.0, 4) == evidence.t_two_sided_p(3.0, 4)
+
+
+def test_t_interval_is_mean_plus_minus_t_times_standard_error():
+    xs = [0.61, 0.72, 0.55, 0.68, 0.70]
+    lo, hi = evidence.t_interval(xs)
+    half = 2.7764451 * np.std(xs, ddof=1) / math.sqrt(5)
+    assert (lo, hi) == pytest.approx((np.mean(xs) - half, np.mean(xs) + half), rel=1e-7)
+
+
+def test_paired_judges_the_per_seed_differences_not_the_two_spreads():
+    # a large seed-to-seed spread shared by both arms: unpaired intervals overlap, the pairs are all +0.05
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0]) + np.array([0.05, 0.04, 0.06, 0.05, 0.05])
+    y = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    r = evidence.paired(x, y)
+    d = x - y
+    assert r.mean == pytest.approx(d.mean()) and r.greater == 5 and r.n == 5
+    assert r.t == pytest.approx(d.mean() / (d.std(ddof=1) / math.sqrt(5)))
+    assert r.half == pytest.approx(2.7764451 * d.std(ddof=1) / math.sqrt(5), rel=1e-6)
+    assert r.apart and r.p < 0.001
+    lo_x, hi_x = evidence.t_interval(x)
+    assert evidence.t_interval(y)[1] > lo_x  # unpaired, the intervals overlap
+    # controls: the same arm against itself, and a difference within the noise
+    assert not evidence.paired(y, y).apart and evidence.paired(y, y).t == 0.0
+    noisy = evidence.paired(y + np.array([0.1, -0.1, 0.05, -0.05, 0.01]), y)
+    assert not noisy.apart and noisy.p > 0.5
+    assert evidence.paired(y + 1, y).t == math.inf  # every seed +1 exactly
+
+
+def test_holm_keeps_the_small_p_values_step_by_step():
+    assert evidence.holm([0.001, 0.04, 0.01, 0.5]) == {0, 2}  # 0.001 <= .05/4, 0.01 <= .05/3, 0.04 > .05/2
+    assert evidence.holm([0.02, 0.03, 0.04]) == set()  # 0.02 > 0.05/3: nothing survives, though all < 0.05
+    assert evidence.holm([0.02, 0.03, 0.04], alpha=0.1) == {0, 1, 2}
+    # never keeps more than the uncorrected tests, never fewer than Bonferroni's
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        p = rng.uniform(0, 0.2, size=8)
+        kept = evidence.holm(p)
+        assert {k for k in range(8) if p[k] <= 0.05 / 8} <= kept <= {k for k in range(8) if p[k] <= 0.05}
+
+
+def test_bootstrap_interval_stays_inside_the_values_and_covers_the_mean():
+    acc = [1.0] * 9 + [0.922]  # one seed off the ceiling
+    lo, hi = evidence.bootstrap_interval(acc)
+    assert 0.922 <= lo < np.mean(acc) < hi <= 1.0
+    assert evidence.t_interval(acc)[1] > 1.0  # the t-interval runs past the ceiling
+    assert evidence.bootstrap_interval(acc) == (lo, hi)  # seeded
+    assert evidence.bootstrap_interval([1.0] * 5) == (1.0, 1.0)
+    xs = np.random.default_rng(1).normal(size=200)
+    b, t = evidence.bootstrap_interval(xs), evidence.t_interval(xs)
+    assert b == pytest.approx(t, abs=0.05)  # many values: the two agree

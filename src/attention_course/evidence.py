@@ -7,6 +7,9 @@
   stored precision where this environment matches the stored one, otherwise statistically (the live mean within
   the stored seeds' spread, or the same sign of a difference the stored interval resolves). Its ``report`` says
   which check ran (a cell nbval ignores); its ``verdict`` is the same sentence on every machine.
+* The few statistics the chapters judge seeds with, one copy: :func:`t_quantile`, :func:`t_interval` (of a mean
+  over seeds), :func:`paired` (a difference judged seed by seed), :func:`holm` (many tests at once) and
+  :func:`bootstrap_interval` (a mean near a bound such as accuracy 1, where a t-interval can run past it).
 
 The fingerprint that makes a stale results file fail is :mod:`attention_course.fingerprint`'s.
 """
@@ -14,6 +17,7 @@ The fingerprint that makes a stale results file fail is :mod:`attention_course.f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import platform
 import statistics
@@ -24,7 +28,8 @@ import torch
 
 from ._checks import check_device, check_int, check_real, describe
 
-__all__ = ["Comparison", "LiveCheck", "numeric_environment", "same_environment"]
+__all__ = ["Comparison", "LiveCheck", "Paired", "bootstrap_interval", "holm", "numeric_environment", "paired",
+           "same_environment", "t_interval", "t_quantile", "t_two_sided_p"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -216,3 +221,121 @@ class LiveCheck:
         n = len(self.comparisons)
         return f"{what} agree with the stored evidence ({n} comparison{'s' * (n != 1)})"
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Judging seeds: Student's t, paired differences, Holm's correction, a bootstrap near a bound (chapters 2-4)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _level(level: object) -> float:
+    return check_real("level", level, low=0.0, high=1.0, open_low=True, open_high=True)
+
+
+@functools.cache
+def _t_cdf(dof: int):
+    import sympy
+    from sympy import stats
+    x = sympy.Symbol("x", real=True)
+    return x, stats.cdf(stats.StudentT("T", dof))(x)
+
+
+@functools.cache
+def _t_quantile(dof: int, level: float) -> float:
+    import sympy
+    x, cdf = _t_cdf(dof)
+    return float(sympy.nsolve(cdf - (1 + level) / 2, x, 2.0))
+
+
+def t_quantile(dof: int, level: float = 0.95) -> float:
+    """The two-sided ``level`` quantile of Student's t with ``dof`` degrees of freedom (SymPy's exact CDF, solved
+    numerically): 2.776 for 4 (five seeds) and 2.262 for 9 (ten seeds) at 95 %."""
+    return _t_quantile(check_int("dof", dof, low=1), _level(level))
+
+
+def t_two_sided_p(t: float, dof: int) -> float:
+    """P(|T| >= |t|) for Student's t with ``dof`` degrees of freedom; 0 for an infinite ``t``."""
+    dof = check_int("dof", dof, low=1)
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isinf(t):
+        return 0.0
+    t = check_real("t", t)
+    x, cdf = _t_cdf(dof)
+    return float(2 * (1 - cdf.subs(x, abs(t)).evalf()))
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` t-interval of the mean of ``values`` (at least two, e.g. one per seed)."""
+    xs = _floats("values", values)
+    if len(xs) < 2:
+        raise ValueError(f"values must hold at least two numbers for a spread, got {len(xs)}")
+    half = t_quantile(len(xs) - 1, level) * statistics.stdev(xs) / math.sqrt(len(xs))
+    mean = statistics.fmean(xs)
+    return mean - half, mean + half
+
+
+@dataclasses.dataclass(frozen=True)
+class Paired:
+    """A difference x − y judged seed by seed (see :func:`paired`)."""
+
+    mean: float  # mean of the per-seed differences
+    half: float  # half-width of its t-interval at ``level``
+    t: float  # mean / standard error (±inf when every seed differs by the same amount)
+    greater: int  # seeds with x > y
+    n: int  # seeds
+    level: float
+
+    @property
+    def apart(self) -> bool:
+        """The interval excludes zero: the difference is beyond the seed noise (one test at ``level``)."""
+        return abs(self.t) > t_quantile(self.n - 1, self.level)
+
+    @property
+    def p(self) -> float:
+        """The two-sided p-value of the paired t-test."""
+        return t_two_sided_p(self.t, self.n - 1)
+
+
+def paired(x: Sequence[float], y: Sequence[float], level: float = 0.95) -> Paired:
+    """The per-seed differences x − y (seed i of ``x`` against seed i of ``y``, the runs sharing their initial
+    weights and batches): their mean, the half-width of its ``level`` t-interval, the t statistic and how many
+    seeds have x > y."""
+    xs, ys = _floats("x", x), _floats("y", y)
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise ValueError(f"x and y must hold the same number (at least 2) of seeds, got {len(xs)} and {len(ys)}")
+    d = [a - b for a, b in zip(xs, ys, strict=True)]
+    mean, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
+    t = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
+    half = t_quantile(len(d) - 1, level) * se
+    return Paired(mean, half, t, sum(v > 0 for v in d), len(d), _level(level))
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> set[int]:
+    """Holm's step-down correction: the indices of the tests that stay significant at family-wise level ``alpha``
+    when all ``len(p_values)`` are made at once."""
+    ps = _floats("p_values", p_values)
+    if not all(0.0 <= p <= 1.0 for p in ps):
+        raise ValueError(f"p_values must lie in [0, 1], got {list(ps)}")
+    alpha = check_real("alpha", alpha, low=0.0, high=1.0, open_low=True, open_high=True)
+    kept: set[int] = set()
+    for rank, k in enumerate(sorted(range(len(ps)), key=ps.__getitem__)):
+        if ps[k] > alpha / (len(ps) - rank):
+            break
+        kept.add(k)
+    return kept
+
+
+def bootstrap_interval(values: Sequence[float], level: float = 0.95, *, resamples: int = 10_000,
+                       seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values``: resample the seeds with replacement
+    ``resamples`` times and take the central ``level`` of the means. It stays inside the values' range (a mean of
+    accuracies never runs past 1, as a t-interval can at the ceiling); with few seeds it is narrower than it
+    should be, so read it as a description, not a test."""
+    xs = _floats("values", values)
+    if len(xs) < 2:
+        raise ValueError(f"values must hold at least two numbers to resample, got {len(xs)}")
+    level = _level(level)
+    resamples = check_int("resamples", resamples, low=100)
+    g = torch.Generator().manual_seed(check_int("seed", seed, low=0))
+    idx = torch.randint(len(xs), (resamples, len(xs)), generator=g)
+    means = torch.tensor(xs, dtype=torch.float64)[idx].mean(dim=1)
+    lo, hi = torch.quantile(means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
+    return float(lo), float(hi)

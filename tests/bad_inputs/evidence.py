@@ -1,11 +1,23 @@
 """Bad inputs for evidence.py and fingerprint.py: code is functions, classes or paths; records are results
 records; live and stored values are non-empty sequences of finite numbers."""
 
-from attention_course.evidence import Comparison, LiveCheck, numeric_environment, same_environment
+from attention_course.evidence import (
+    Comparison,
+    LiveCheck,
+    Paired,
+    bootstrap_interval,
+    holm,
+    numeric_environment,
+    paired,
+    same_environment,
+    t_interval,
+    t_quantile,
+    t_two_sided_p,
+)
 from attention_course.fingerprint import code_closure, code_fingerprint, fingerprint_names, recompute_fingerprint
 from bad_inputs import case
 
-RESULTS = (Comparison,)  # what LiveCheck.compare returns
+RESULTS = (Comparison, Paired)  # what LiveCheck.compare and paired return
 
 
 def _check():
@@ -39,4 +51,16 @@ CASES = [
          id="evidence.compare-nan"),
     case(LiveCheck, lambda: _check().same_sign("x", [0.1, 0.2, 0.3], ([0.1], [0.2])), TypeError, arg="live",
          says="pair", id="evidence.same_sign-not-a-pair"),
+    case(t_quantile, lambda: t_quantile(0), ValueError, arg="dof", id="evidence.t_quantile-dof"),
+    case(t_quantile, lambda: t_quantile(4, 95), ValueError, arg="level", id="evidence.t_quantile-percent"),
+    case(t_two_sided_p, lambda: t_two_sided_p("2.7", 4), TypeError, arg="t", id="evidence.t_two_sided_p-string"),
+    case(t_interval, lambda: t_interval([0.5]), ValueError, arg="values", id="evidence.t_interval-one"),
+    case(paired, lambda: paired([1, 2, 3], [1, 2]), ValueError, arg="x and y", id="evidence.paired-lengths"),
+    case(paired, lambda: paired([1, 2], 3), TypeError, arg="y", id="evidence.paired-scalar"),
+    case(holm, lambda: holm([0.01, 1.5]), ValueError, arg="p_values", id="evidence.holm-p"),
+    case(holm, lambda: holm([0.01], alpha=0), ValueError, arg="alpha", id="evidence.holm-alpha"),
+    case(bootstrap_interval, lambda: bootstrap_interval([1.0, 0.9], resamples=10), ValueError, arg="resamples",
+         id="evidence.bootstrap_interval-resamples"),
+    case(bootstrap_interval, lambda: bootstrap_interval([float("inf"), 1.0]), ValueError, arg="values",
+         id="evidence.bootstrap_interval-inf"),
 ]

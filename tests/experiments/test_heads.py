@@ -222,6 +222,30 @@ def test_score_heads_forms_and_shapes():
     assert torch.allclose(fact(q, kv, kv)[0], full(q, kv, kv)[0], atol=1e-5)
 
 
+def test_score_heads_scores_are_what_the_softmax_takes():
+    torch.manual_seed(0)
+    q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)
+    for d_k in (None, 2):
+        layer = hd.ScoreHeads(8, 2, d_k, 3, score_scale=2.0)
+        s = layer.scores(q, kv)
+        assert s.shape == (3, 2, 2, 5)
+        torch.testing.assert_close(layer(q, kv, kv, average_attn_weights=False)[1], (2.0 * s).softmax(-1))
+    layer = hd.ScoreHeads(8, 2, 2, 3)  # by hand, head 1
+    by_hand = (q @ layer.w_q[1]) @ (kv @ layer.w_k[1]).transpose(-2, -1) / math.sqrt(2)
+    torch.testing.assert_close(layer.scores(q, kv)[:, 1], by_hand)
+
+
+def test_score_forms_start_with_the_same_score_variance():
+    """E[s²] = |x|²|y|²/d_model² for both forms and every d_k (the docstring's claim), over fresh layers."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(1, 1, 16, generator=g), torch.randn(1, 1, 16, generator=g)
+    expected = (x.square().sum() * y.square().sum() / 16**2).item()
+    for d_k in (None, 1, 4, 16):
+        torch.manual_seed(1)
+        s = torch.cat([hd.ScoreHeads(16, 64, d_k, 1).scores(x, y).flatten() for _ in range(60)])
+        assert s.square().mean().item() == pytest.approx(expected, rel=0.12), d_k  # 3840 draws
+
+
 def test_score_scale_multiplies_the_scores():
     torch.manual_seed(0)
     q, kv = torch.randn(3, 2, 8), torch.randn(3, 5, 8)

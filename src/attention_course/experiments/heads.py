@@ -553,24 +553,35 @@ class ScoreHeads(nn.Module):
         """The weights that make the scores: :math:`2h\\,d_\\text{model}d_k`, or :math:`h\\,d_\\text{model}^2`."""
         return self.w.numel() if self.d_k is None else self.w_q.numel() + self.w_k.numel()
 
+    def _check_query_key(self, query: torch.Tensor, key: torch.Tensor) -> None:
+        for name, t in (("query", query), ("key", key)):
+            check_tensor(name, t, ndim=3, layout="(batch, n, d_model)")
+        if query.shape[0] != key.shape[0] or {query.shape[-1], key.shape[-1]} != {self.d_model}:
+            raise ValueError(f"expected query (batch, n_q, {self.d_model}) and key (batch, n_k, {self.d_model}), "
+                             f"got {tuple(query.shape)} and {tuple(key.shape)}")
+
+    def scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        """Each head's scores before ``score_scale`` and the learned temperature: ``query`` ``(batch, n_q,
+        d_model)`` and ``key`` ``(batch, n_k, d_model)`` give ``(batch, h, n_q, n_k)``, :math:`x W_i^Q {W_i^K}^\top
+        y^\top / \sqrt{d_k}` or :math:`x W_i y^\top / \sqrt{d_\text{model}}`."""
+        self._check_query_key(query, key)
+        x, y = query[:, None], key[:, None]  # (batch, 1, n, d_model): broadcast over heads
+        if self.d_k is None:
+            return (x @ self.w) @ y.transpose(-2, -1) / math.sqrt(self.d_model)
+        return (x @ self.w_q) @ (y @ self.w_k).transpose(-2, -1) / math.sqrt(self.d_k)
+
     def forward(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, need_weights: bool = True,
         average_attn_weights: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            check_tensor(name, t, ndim=3, layout="(batch, n, d_model)")
-        if key.shape != value.shape or query.shape[0] != key.shape[0] or {
-            query.shape[-1], key.shape[-1]
-        } != {self.d_model}:
-            raise ValueError(f"expected query (batch, n_q, {self.d_model}) and key, value (batch, n_k, "
-                             f"{self.d_model}), got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        self._check_query_key(query, key)
+        check_tensor("value", value, ndim=3, layout="(batch, n, d_model)")
+        if key.shape != value.shape:
+            raise ValueError(f"expected key and value of one shape (batch, n_k, {self.d_model}), got "
+                             f"{tuple(key.shape)} and {tuple(value.shape)}")
         check_flag("need_weights", need_weights)
         check_flag("average_attn_weights", average_attn_weights)
-        x, y = query[:, None], key[:, None]  # (batch, 1, n, d_model): broadcast over heads
-        if self.d_k is None:
-            scores = (x @ self.w) @ y.transpose(-2, -1) / math.sqrt(self.d_model)
-        else:
-            scores = (x @ self.w_q) @ (y @ self.w_k).transpose(-2, -1) / math.sqrt(self.d_k)
+        scores = self.scores(query, key)
         scale = self.score_scale if self.log_temperature is None else self.score_scale * self.log_temperature.exp()
         weights = (scale * scores).softmax(dim=-1)  # (batch, h, n_q, n_k)
         heads = weights @ (value[:, None] @ self.w_v + self.b_v)  # (batch, h, n_q, d_v)
