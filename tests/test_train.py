@@ -191,6 +191,30 @@ def test_label_smoothing_equals_pytorch_and_is_smoothed():
         label_smoothed_cross_entropy(logits, targets[:, :3])
 
 
+def test_label_smoothing_over_chosen_ids():
+    """smooth_over=S: q = (1 - eps) onehot + eps 1_S/|S|, by hand; over every id it is the default; the minimum over
+    the logits is the entropy of q, reached at log p = log q (so the ids outside S get no probability)."""
+    from attention_course.train import label_smoothed_cross_entropy
+
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(8, 6, generator=g, dtype=torch.float64)
+    targets = torch.randint(2, 6, (8,), generator=g)
+    over, eps = [2, 3, 4, 5], 0.2
+    q = torch.zeros(8, 6, dtype=torch.float64)
+    q[:, over] = eps / len(over)
+    q[torch.arange(8), targets] += 1 - eps
+    by_hand = -(q * logits.log_softmax(-1)).sum(-1).mean()
+    torch.testing.assert_close(label_smoothed_cross_entropy(logits, targets, eps, smooth_over=over), by_hand,
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(label_smoothed_cross_entropy(logits, targets, eps, smooth_over=range(6)),
+                               label_smoothed_cross_entropy(logits, targets, eps), rtol=1e-12, atol=1e-12)
+    best = q.clamp_min(1e-300).log()  # logits equal to log q: the loss is the entropy of q
+    entropy = -(q * best).nan_to_num().sum(-1).mean()
+    at_best = label_smoothed_cross_entropy(best, targets, eps, smooth_over=over)
+    torch.testing.assert_close(at_best, entropy, rtol=1e-9, atol=1e-9)
+    assert label_smoothed_cross_entropy(logits, targets, eps, smooth_over=over) > at_best
+
+
 def test_label_smoothing_at_the_edges_as_pytorch():
     """Low precision comes back in its dtype; nothing to score gives NaN, as F.cross_entropy."""
     import torch.nn.functional as F

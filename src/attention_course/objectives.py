@@ -4,10 +4,21 @@ with them; ``attention_course.train`` re-exports both."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 
-from ._checks import LOW_PRECISION, as_index, check_flag, check_int, check_real, check_tensor, check_token_ids
+from ._checks import (
+    LOW_PRECISION,
+    as_index,
+    check_flag,
+    check_int,
+    check_ints,
+    check_real,
+    check_tensor,
+    check_token_ids,
+)
 
 __all__ = ["label_smoothed_cross_entropy", "transformer_lr"]
 
@@ -35,7 +46,8 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 
 
 
 def label_smoothed_cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, ignore_index: int = -100
+    logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, ignore_index: int = -100,
+    smooth_over: Sequence[int] | None = None,
 ) -> torch.Tensor:
     r"""Cross-entropy against a smoothed target distribution, written out (chapter 5; the paper uses
     :math:`\epsilon_{ls} = 0.1`).
@@ -46,10 +58,16 @@ def label_smoothed_cross_entropy(
     the model is discouraged from becoming over-confident. Equals
     ``F.cross_entropy(logits, targets, label_smoothing=smoothing, ignore_index=ignore_index)`` (tested).
 
+    ``smooth_over`` (class ids) spreads :math:`\epsilon` over those classes only, :math:`q = (1-\epsilon)\,
+    \text{onehot}(y) + \epsilon\,\mathbb{1}_S/|S|`: for ids that are never targets (padding, a start token),
+    where smoothing over all :math:`K` teaches the model to give them probability it will never need (The Annotated
+    Transformer zeroes the padding column; chapter 5 measures the difference).
+
     Args:
         logits: ``(N, K)`` (or ``(..., K)``, flattened). targets: ``(N,)`` class ids (or ``(...)``).
         smoothing: :math:`\epsilon \in [0, 1)`.
         ignore_index: targets equal to it do not count (mean over the others).
+        smooth_over: the class ids that share :math:`\epsilon` (distinct, in ``[0, K)``); ``None``: all ``K``.
 
     Returns:
         A scalar in the logits' dtype (float16/bfloat16 are computed in float32, float64 in float64). At the
@@ -58,7 +76,7 @@ def label_smoothed_cross_entropy(
     Raises:
         TypeError: logits not floating point, targets not integer class ids.
         ValueError: shapes that disagree, a target outside ``[0, K)`` (other than ``ignore_index``),
-            ``smoothing`` outside ``[0, 1)``.
+            ``smoothing`` outside ``[0, 1)``, ``smooth_over`` empty, repeated or out of ``[0, K)``.
     """
     check_tensor("logits", logits, layout="(..., K)")
     check_tensor("targets", targets, kind="integer", layout="of class ids (...)")
@@ -71,11 +89,15 @@ def label_smoothed_cross_entropy(
                          f"{tuple(logits.shape)} = (..., K) and targets {tuple(targets.shape)}")
     check_token_ids("targets", targets, logits.shape[-1], ndim=None, layout="(...)", what="class ids",
                     ignore=ignore_index)
+    if smooth_over is not None:
+        over = check_ints("smooth_over", smooth_over, low=0, high=logits.shape[-1] - 1)
+        if len(set(over)) != len(over):
+            raise ValueError(f"smooth_over must hold distinct class ids, got {over}")
     work = torch.float32 if logits.dtype in LOW_PRECISION else logits.dtype
     logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]).to(work), dim=-1)
     y = as_index(targets).reshape(-1)
     keep = y != ignore_index
     logp, y = logp[keep], y[keep]
     nll = -logp.gather(1, y[:, None]).squeeze(1)
-    uniform = -logp.mean(dim=-1)
+    uniform = -logp.mean(dim=-1) if smooth_over is None else -logp[:, over].mean(dim=-1)
     return ((1.0 - smoothing) * nll + smoothing * uniform).mean().to(logits.dtype)

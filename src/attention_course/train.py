@@ -25,6 +25,7 @@ from ._checks import (
     check_flag,
     check_instance,
     check_int,
+    check_ints,
     check_real,
     check_tensor,
     check_token_ids,
@@ -336,6 +337,7 @@ def fit_seq2seq(
     clip: float | None = 1.0,
     progress: bool = False,
     ramp: bool = True,
+    smooth_over: Sequence[int] | None = None,
 ) -> History:
     """Train a sequence-to-sequence model with teacher forcing, the paper's optimiser settings and schedule
     (chapter 5).
@@ -349,6 +351,8 @@ def fit_seq2seq(
     Args:
         progress: show a tqdm progress bar on stderr (keep it off in notebooks checked by nbval).
         ramp: ``False`` removes the warm-up's linear ramp and keeps its peak (see :func:`transformer_lr`).
+        smooth_over: the token ids label smoothing spreads its share over (see
+            :func:`label_smoothed_cross_entropy`); ``None`` (default): every id, as ``F.cross_entropy`` does.
 
     Returns:
         A :class:`History` with the loss per step and ``extra["lr"]``, the learning rate used at each step.
@@ -376,6 +380,8 @@ def fit_seq2seq(
     check_real("eps", eps, low=0.0, open_low=True)
     check_flag("progress", progress)
     check_flag("ramp", ramp)
+    if smooth_over is not None:
+        smooth_over = check_ints("smooth_over", smooth_over, low=0)
     d_model = int(model.d_model)
     device = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
@@ -390,7 +396,10 @@ def fit_seq2seq(
         src, tgt = _seq2seq_batch(sample(step))
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])
-        loss = _cross_entropy(logits, tgt[:, 1:], pad_id, label_smoothing=label_smoothing)
+        if smooth_over is None:
+            loss = _cross_entropy(logits, tgt[:, 1:], pad_id, label_smoothing=label_smoothing)
+        else:
+            loss = label_smoothed_cross_entropy(logits, tgt[:, 1:], label_smoothing, pad_id, smooth_over)
         hist.loss.append(train_step(opt, loss, clip))
         hist.extra["lr"].append(lr)
     model.eval()

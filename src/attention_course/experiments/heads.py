@@ -561,7 +561,7 @@ class ScoreHeads(nn.Module):
                              f"got {tuple(query.shape)} and {tuple(key.shape)}")
 
     def scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        """Each head's scores before ``score_scale`` and the learned temperature: ``query`` ``(batch, n_q,
+        r"""Each head's scores before ``score_scale`` and the learned temperature: ``query`` ``(batch, n_q,
         d_model)`` and ``key`` ``(batch, n_k, d_model)`` give ``(batch, h, n_q, n_k)``, :math:`x W_i^Q {W_i^K}^\top
         y^\top / \sqrt{d_k}` or :math:`x W_i y^\top / \sqrt{d_\text{model}}`."""
         self._check_query_key(query, key)
