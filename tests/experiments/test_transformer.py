@@ -112,3 +112,88 @@ def test_mean_ablation_of_a_constant_head_changes_nothing():
             zeroed, _ = mha(x, x, x)
     torch.testing.assert_close(ablated, full, rtol=0, atol=1e-12)
     assert not torch.allclose(zeroed, full)  # a zero-ablation moves the output all the same
+
+
+# --- opening the model up (§5.8): one code for the page's run and the stored seeds -------------------------------
+
+from attention_course import data  # noqa: E402
+from attention_course.experiments import transformer as tr  # noqa: E402
+from attention_course.seq2seq import AttentionMaps, Seq2SeqTransformer  # noqa: E402
+
+
+class _DesignedMaps(Seq2SeqTransformer):
+    """A reversal model whose cross-attention maps are set by hand: layer 1 head 0 exactly on the anti-diagonal,
+    layer 1 head 1 one position off it, every other head uniform over the real source tokens."""
+
+    def attention_maps(self, src, tgt):
+        b, n_src = src.shape
+        n_tgt = tgt.shape[1]
+        lengths = (src != data.PAD_ID).sum(1)
+        real = (torch.arange(n_src)[None] < lengths[:, None]).float()
+        uniform = (real / lengths[:, None])[:, None, None].expand(b, 2, n_tgt, n_src)
+        layers = [uniform.clone(), uniform.clone()]
+        for row in range(b):
+            m = int(lengths[row])
+            for t in range(n_tgt):
+                j = m - 1 - t
+                layers[1][row, 0, t] = 0
+                layers[1][row, 1, t] = 0
+                layers[1][row, 0, t, max(j, 0)] = 1
+                layers[1][row, 1, t, min(max(j + 1, 0), m - 1)] = 1
+        return AttentionMaps(encoder=[], decoder_self=[], cross=layers)
+
+
+def _batch(n=40, seed=0):
+    return data.reverse_digits(n, 1, 10, torch.Generator().manual_seed(seed), split="test")
+
+
+def test_anti_diagonal_shares_of_designed_heads():
+    torch.manual_seed(0)
+    model = _DesignedMaps(13, d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
+                          dim_feedforward=8, dropout=0.0, max_len=32)
+    b = _batch()
+    ad = tr.anti_diagonal_shares(model, b.src, b.tgt, b.lengths)
+    assert ad.exact.shape == (2, 2) and ad.best == (1, 0)
+    assert ad.exact[1, 0].item() == pytest.approx(1.0) and ad.near[1, 0].item() == pytest.approx(1.0)
+    assert ad.near[1, 1].item() == pytest.approx(1.0) and ad.exact[1, 1].item() < 0.5  # off by one
+    for h in range(2):  # layer 0: uniform heads score the uniform baseline
+        assert ad.exact[0, h].item() == pytest.approx(ad.uniform_exact)
+        assert ad.near[0, h].item() == pytest.approx(ad.uniform_near)
+    for m, (exact, uni, near, uni_near) in ad.by_length.items():
+        assert exact == pytest.approx(1.0) and uni == pytest.approx(1 / m) and near == pytest.approx(1.0)
+        # ±1 holds 3 real tokens, 2 at the two ends: (3(m - 2) + 2 · 2) / m over the m rows, / m
+        assert uni_near == pytest.approx((3 * m - 2) / m**2)
+    assert ad.by_length[2][3] == pytest.approx(1.0)  # two digits: ±1 is the whole string
+
+
+def test_ablation_study_rows_groups_and_control():
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(13, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
+                               dim_feedforward=16, dropout=0.0, max_len=32).eval()
+    b = _batch(30, 1)
+    exact = torch.tensor([[0.2, 0.1], [0.95, 0.3]])
+    study = tr.ablation_study(model, b.src, b.tgt, exact)
+    assert list(study.table) == ["none", "0.0", "0.1", "1.0", "1.1", "anti-diagonal: 1.0",
+                                 f"control: {study.control[0][0]}.{study.control[0][1]}"]
+    assert study.anti_diagonal == [(1, 0)] and len(study.control) == 1
+    assert study.needed not in study.control and (1, 0) not in study.control
+    base = tr.exact_match(model, b.src, b.tgt, bos_id=data.BOS_ID, eos_id=data.EOS_ID)
+    assert study.table["none"]["zero"] == (base, tr.held_out_loss(model, b.src, b.tgt))
+    # the ablations leave the model as it was
+    assert tr.exact_match(model, b.src, b.tgt, bos_id=data.BOS_ID, eos_id=data.EOS_ID) == base
+    # zero-ablating head 1.0 alone is what the table's row says
+    with tr.ablated_head(model.transformer.decoder.layers[1].multihead_attn, 0):
+        assert tr.held_out_loss(model, b.src, b.tgt) == study.table["1.0"]["zero"][1]
+
+
+def test_train_reversal_is_the_seeded_recipe(monkeypatch):
+    """Seed s initialises with torch.manual_seed(s) and draws batches from Generator(1 + s): checked on the first
+    steps with the budget cut short."""
+    monkeypatch.setitem(tr.REVERSAL_CONFIG, "steps", 3)
+    torch.set_num_threads(1)
+    m1, h1 = tr.train_reversal(2)
+    m2, h2 = tr.train_reversal(2)
+    assert h1.loss == h2.loss and len(h1.loss) == 3
+    assert tr.train_reversal(3)[1].loss != h1.loss
+    smooth = tr.train_reversal(2, smooth_over=list(range(2, 13)))[1].loss
+    assert smooth[0] != h1.loss[0]  # another target distribution, another loss

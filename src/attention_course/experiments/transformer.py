@@ -5,7 +5,9 @@ trains on. The model and its training budget are the same on every device — th
 chapter asserts on the CPU (≥ 99 % exact match, the attention-map checks) — so that a reader's GPU reproduces
 those results rather than a different, never-verified run; the device only changes how fast it goes.
 :func:`ablated_head` removes one attention head's contribution (zero- or mean-ablation) and
-:func:`mean_head_outputs` measures the mean a mean-ablation puts in its place.
+:func:`mean_head_outputs` measures the mean a mean-ablation puts in its place. :func:`train_reversal` trains the
+chapter's model from one seed; :func:`anti_diagonal_shares` and :func:`ablation_study` open it up (§5.8), so that
+the page's live run and the stored five seeds (``benchmarks/transformer_heads.py``) are measured by one code.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
-from .._checks import check_callable, check_instance, check_int, check_tensor
+from .. import data
+from .._checks import check_callable, check_flag, check_instance, check_int, check_real, check_tensor
 from ..device import DeviceInfo, memory_budget
 from ..multihead import MultiHeadAttention
+from ..seq2seq import Seq2SeqTransformer
+from ..train import History, exact_match, fit_seq2seq
 
-__all__ = ["ReversalPlan", "ablated_head", "mean_head_outputs", "reversal_plan"]
+__all__ = ["AblationStudy", "AntiDiagonal", "ReversalPlan", "ablated_head", "ablation_study", "anti_diagonal_shares",
+           "held_out_loss", "mean_head_outputs", "reversal_plan", "train_reversal"]
 
 #: The chapter's model and budget (§5.7): 2 + 2 post-LN layers, d_model 64, 4 heads, 2500 steps of 64 strings.
 REVERSAL_CONFIG = dict(d_model=64, nhead=4, layers=2, d_ff=128, batch=64, steps=2500, warmup=300, factor=0.5)
@@ -154,3 +161,186 @@ def mean_head_outputs(
                              f"one forward pass, got shape {tuple(where.shape)} over {len(seen)} passes")
         x = x[where.to(x.device)]
     return x.mean(0).view(attention.num_heads, attention.head_dim)
+
+
+# ------------------------------------------------------------------------------------------- one seed's run
+def train_reversal(
+    seed: int, *, clip: float | None = 1.0, warmup: int = REVERSAL_CONFIG["warmup"], ramp: bool = True,
+    norm_first: bool = False, smooth_over: list[int] | None = None, label_smoothing: float = 0.1,
+    device: str | torch.device = "cpu", progress: bool = False,
+) -> tuple[Seq2SeqTransformer, History]:
+    """Chapter 5's reversal model (:data:`REVERSAL_CONFIG`) trained from seed ``seed``: ``torch.manual_seed(seed)``
+    for the initialisation, batches of :func:`~attention_course.data.reverse_digits` from
+    ``Generator().manual_seed(1 + seed)`` — seed 0 is the chapter's own run. The other arguments are the recipe's
+    departures measured in the appendix (``fit_seq2seq``'s meaning); threads are the caller's to set."""
+    seed = check_int("seed", seed, low=0)
+    check_flag("norm_first", norm_first)
+    cfg = REVERSAL_CONFIG
+    torch.manual_seed(seed)
+    model = Seq2SeqTransformer(13, d_model=cfg["d_model"], nhead=cfg["nhead"], num_encoder_layers=cfg["layers"],
+                               num_decoder_layers=cfg["layers"], dim_feedforward=cfg["d_ff"], dropout=0.0,
+                               max_len=32, norm_first=norm_first).to(device)
+    train_gen = torch.Generator().manual_seed(1 + seed)
+
+    def sample_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = data.reverse_digits(cfg["batch"], 1, 10, train_gen)
+        return batch.src, batch.tgt
+
+    hist = fit_seq2seq(model, sample_batch, cfg["steps"], warmup=warmup, factor=cfg["factor"],
+                       label_smoothing=label_smoothing, betas=(0.9, 0.98), eps=1e-9, clip=clip, ramp=ramp,
+                       smooth_over=smooth_over, progress=progress)
+    return model, hist
+
+
+def _check_reversal_batch(model: object, src: object, tgt: object) -> tuple[torch.Tensor, torch.Tensor]:
+    check_instance("model", model, Seq2SeqTransformer)
+    src = check_tensor("src", src, kind="integer", ndim=2, layout="(batch, n_src)")
+    tgt = check_tensor("tgt", tgt, kind="integer", ndim=2, layout="(batch, n_tgt + 1)")
+    if src.shape[0] != tgt.shape[0] or tgt.shape[1] < 2:
+        raise ValueError(f"src and tgt must be one batch of (batch, n_src) and (batch, n_tgt + 1) ids with "
+                         f"n_tgt >= 1, got {tuple(src.shape)} and {tuple(tgt.shape)}")
+    return src, tgt
+
+
+def held_out_loss(model: Seq2SeqTransformer, src: torch.Tensor, tgt: torch.Tensor,
+                  pad_id: int = data.PAD_ID) -> float:
+    """Teacher-forced cross-entropy per predicted token, without smoothing, padding ignored (nats)."""
+    src, tgt = _check_reversal_batch(model, src, tgt)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        logits = model(src.to(device), tgt[:, :-1].to(device))
+    return float(F.cross_entropy(logits.flatten(0, 1).float().cpu(), tgt[:, 1:].flatten(),
+                                 ignore_index=check_int("pad_id", pad_id, low=None)))
+
+
+# ------------------------------------------------------------------------------- the anti-diagonal (§5.8)
+class AntiDiagonal(NamedTuple):
+    """What :func:`anti_diagonal_shares` measures, over the decoder rows that write a digit.
+
+    Attributes:
+        exact: ``(layers, heads)``: the mean share of a row's cross-attention mass on the source digit it writes.
+        near: ``(layers, heads)``: the share within one position of it.
+        uniform_exact, uniform_near: the same shares for a head uniform over the real source tokens.
+        best: the ``(layer, head)`` with the largest ``exact``.
+        by_length: for ``best``, per string length ``m``: ``(exact, uniform exact, near, uniform near)``.
+    """
+
+    exact: torch.Tensor
+    near: torch.Tensor
+    uniform_exact: float
+    uniform_near: float
+    best: tuple[int, int]
+    by_length: dict[int, tuple[float, float, float, float]]
+
+
+@torch.no_grad()
+def anti_diagonal_shares(model: Seq2SeqTransformer, src: torch.Tensor, tgt: torch.Tensor,
+                         lengths: torch.Tensor) -> AntiDiagonal:
+    """How much of each cross-attention head's mass lands on the anti-diagonal of a reversal (chapter 5, §5.8).
+
+    ``src`` ``(batch, n_src)`` and ``tgt`` ``(batch, n_tgt + 1)`` (BOS, the reversed digits, EOS, padding), with
+    ``lengths`` ``(batch,)`` digits per string. Decoder row ``t`` (from 0; row 0 reads BOS) writes output digit
+    ``t + 1``, the source digit at index ``m - 1 - t``: the anti-diagonal. Rows ``t < m`` count.
+    """
+    src, tgt = _check_reversal_batch(model, src, tgt)
+    lengths = check_tensor("lengths", lengths, kind="integer", ndim=1, layout="(batch,)")
+    if lengths.shape[0] != src.shape[0] or int(lengths.min()) < 1 or int(lengths.max()) > src.shape[1]:
+        raise ValueError(f"lengths must give each of the {src.shape[0]} strings 1 to {src.shape[1]} digits, got "
+                         f"shape {tuple(lengths.shape)}, values {int(lengths.min())} to {int(lengths.max())}")
+    device = next(model.parameters()).device
+    maps = model.attention_maps(src.to(device), tgt[:, :-1].to(device))
+    cross = torch.stack([w.float().cpu() for w in maps.cross])  # (layers, batch, heads, n_tgt, n_src)
+    n_tgt, n_src = cross.shape[-2:]
+    t_idx, j_idx = torch.arange(n_tgt)[:, None], torch.arange(n_src)[None, :]
+    lengths = lengths.cpu()
+    anti = lengths[:, None, None] - 1 - t_idx  # (batch, n_tgt, 1): the source index row t writes
+    writes = (t_idx[None, :, 0] < lengths[:, None]).float()  # (batch, n_tgt)
+    real = j_idx[None] < lengths[:, None, None]  # (batch, 1, n_src)
+
+    def shares(window: int) -> tuple[torch.Tensor, torch.Tensor]:
+        near = (j_idx - anti).abs() <= window  # (batch, n_tgt, n_src)
+        mass = (cross * near[None, :, None]).sum(-1)  # (layers, batch, heads, n_tgt)
+        uniform = (near & real).sum(-1) / lengths[:, None]  # (batch, n_tgt)
+        return mass, uniform
+
+    def mean_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 4:  # (layers, batch, heads, n_tgt) -> (layers, heads)
+            return (x * rows[None, :, None]).sum((1, 3)) / rows.sum()
+        return (x * rows).sum() / rows.sum()
+
+    (m0, u0), (m1, u1) = shares(0), shares(1)
+    exact, near = mean_rows(m0, writes), mean_rows(m1, writes)
+    best = divmod(int(exact.argmax()), exact.shape[1])
+    by_length = {}
+    for m in sorted(set(lengths.tolist())):
+        rows = writes * (lengths == m)[:, None]
+        by_length[m] = tuple(float(v) for v in (
+            mean_rows(m0[best[0], :, best[1]], rows), mean_rows(u0, rows),
+            mean_rows(m1[best[0], :, best[1]], rows), mean_rows(u1, rows)))
+    return AntiDiagonal(exact, near, float(mean_rows(u0, writes)), float(mean_rows(u1, writes)), best, by_length)
+
+
+# ------------------------------------------------------------------------------------ switching heads off
+class AblationStudy(NamedTuple):
+    """What :func:`ablation_study` measures.
+
+    Attributes:
+        table: row name -> ``{"zero": (exact match, held-out loss), "mean": (...)}``; rows ``"none"``, each head
+            ``"layer.head"``, then ``"anti-diagonal: ..."`` and ``"control: ..."``.
+        anti_diagonal: the heads whose exact share is above the threshold.
+        control: as many other heads, the least anti-diagonal ones, leaving out ``needed``.
+        needed: the head whose zero-ablation alone costs the most exact match.
+    """
+
+    table: dict[str, dict[str, tuple[float, float]]]
+    anti_diagonal: list[tuple[int, int]]
+    control: list[tuple[int, int]]
+    needed: tuple[int, int]
+
+
+def ablation_study(model: Seq2SeqTransformer, src: torch.Tensor, tgt: torch.Tensor, exact: torch.Tensor,
+                   threshold: float = 0.9) -> AblationStudy:
+    """Switch the decoder's cross-attention heads off, one at a time and in two groups, and score the held-out
+    strings ``src``, ``tgt`` (exact match by greedy decoding, and :func:`held_out_loss`) — chapter 5, §5.8.
+
+    Each head is zero- and mean-ablated (:func:`ablated_head`; the mean over the held-out target positions,
+    :func:`mean_head_outputs`). The groups: the heads whose ``exact`` share (``(layers, heads)``, from
+    :func:`anti_diagonal_shares`) is above ``threshold``, and as a control as many heads that are not, the least
+    anti-diagonal ones, leaving out the single head the model can least do without (it would break any group).
+    """
+    src, tgt = _check_reversal_batch(model, src, tgt)
+    layers = model.transformer.decoder.layers
+    exact = check_tensor("exact", exact, kind="floating", ndim=2, layout="(layers, heads)")
+    heads_per = layers[0].multihead_attn.num_heads
+    if tuple(exact.shape) != (len(layers), heads_per):
+        raise ValueError(f"exact must have shape ({len(layers)}, {heads_per}) (the decoder's layers and heads), got "
+                         f"{tuple(exact.shape)}")
+    threshold = check_real("threshold", threshold, low=0.0, high=1.0)
+    device = next(model.parameters()).device
+    inputs = tgt[:, :-1] != data.PAD_ID  # decoder positions that hold a token
+    run = lambda: model(src.to(device), tgt[:, :-1].to(device))  # noqa: E731
+    means = [mean_head_outputs(layer.multihead_attn, run, where=inputs.to(device)) for layer in layers]
+
+    def score(heads: list[tuple[int, int]], mean: bool) -> tuple[float, float]:
+        with contextlib.ExitStack() as stack:
+            for la, h in heads:
+                stack.enter_context(ablated_head(layers[la].multihead_attn, h, means[la][h] if mean else None))
+            em = exact_match(model, src, tgt, bos_id=data.BOS_ID, eos_id=data.EOS_ID)
+            return float(em), held_out_loss(model, src, tgt)
+
+    table: dict[str, dict[str, tuple[float, float]]] = {}
+
+    def row(name: str, heads: list[tuple[int, int]]) -> None:
+        table[name] = {"zero": score(heads, False), "mean": score(heads, True)}
+
+    share = {(la, h): float(exact[la, h]) for la in range(len(layers)) for h in range(heads_per)}
+    row("none", [])
+    for la, h in share:
+        row(f"{la}.{h}", [(la, h)])
+    needed = min(share, key=lambda k: table[f"{k[0]}.{k[1]}"]["zero"][0])
+    adiag = [k for k in share if share[k] > threshold]
+    others = [k for k in share if k not in adiag and k != needed]
+    control = sorted(others, key=share.get)[: len(adiag)]
+    for label, heads in (("anti-diagonal", adiag), ("control", control)):
+        row(f"{label}: " + " ".join(f"{la}.{h}" for la, h in heads), heads)
+    return AblationStudy(table, adiag, control, needed)
