@@ -17,6 +17,7 @@ from attention_course.experiments.scaling import (
     PlacementFactors,
     SaturationCurves,
     SaturationStats,
+    ScoreFactors,
     ScoreGradients,
     arm_settings,
     dot_product_moments,
@@ -31,6 +32,7 @@ from attention_course.experiments.scaling import (
     recall_test_set,
     sample_dot_products,
     saturation_sweep,
+    score_factors,
     score_gradients,
     softmax_jacobian,
     softmax_jacobian_norm,
@@ -42,7 +44,7 @@ from attention_course.experiments.scaling import (
 from . import case
 
 RESULTS = (DotProductMoments, PlacementFactors, ScoreGradients, SaturationStats, SaturationCurves, AttentionInputs,
-           HeadGradients, PairingRatios)
+           HeadGradients, PairingRatios, ScoreFactors)
 
 
 def _normal(name: str) -> sp.Expr:
@@ -205,6 +207,10 @@ CASES = [
          arg="inputs", says="2 examples", id="scaling.pairing_ratios-one-example"),
     case(pairing_ratios, lambda: pairing_ratios(_model(), INPUTS), ValueError, arg="inputs",
          says="one of their own keys", id="scaling.pairing_ratios-query-not-one-key"),
+    case(score_factors, lambda: score_factors(_model(), INPUTS[:2]), TypeError, arg="inputs",
+         id="scaling.score_factors-inputs-pair"),
+    case(score_factors, lambda: score_factors(torch.nn.Linear(2, 2), INPUTS), TypeError, arg="model",
+         id="scaling.score_factors-model"),
     case(pairing_ratios, lambda: pairing_ratios(_model(), INPUTS[:2]), TypeError, arg="inputs",
          id="scaling.pairing_ratios-inputs-pair"),
     case(recall_test_set, lambda: recall_test_set(n_pairs=40), ValueError, arg="n_pairs",

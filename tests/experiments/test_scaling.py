@@ -595,3 +595,21 @@ def test_sweep_arms_trains_every_arm_as_train_retrieval_does():
     want = train_retrieval(seeds=(0, 1), steps=2, test=test, lr=0.1, clip=None, track=False,
                            **arm_settings("slowed", 4, "sgd"))
     assert results["sgd"]["4"]["slowed"] == [{"seed": r.seed, "loss": r.history.loss} for r in want]
+
+
+def test_score_factors_split_a_score_into_length_and_angle():
+    """length · cos is each score; the scale multiplies the length only; by hand on the probe."""
+    from attention_course.experiments.scaling import initial_retrieval_head, recall_test_set, score_factors
+
+    (keys, values, query), _ = recall_test_set()
+    probe = (keys[:64], values[:64], query[:64])
+    scaled, unscaled = initial_retrieval_head(True, 0, d_k=64), initial_retrieval_head(False, 0, d_k=64)
+    f_s, f_u = score_factors(scaled, probe), score_factors(unscaled, probe)
+    assert f_u.length == pytest.approx(8 * f_s.length, rel=1e-6)  # the same weights, scale 1/8 against 1
+    assert f_u.cos == pytest.approx(f_s.cos, rel=1e-6) and 0 < f_s.cos < 1
+    q, k = scaled.queries_keys(*probe)
+    with torch.no_grad():
+        lengths = q.norm(dim=-1) * k.norm(dim=-1) / 8
+        cos = (q @ k.transpose(-2, -1))[:, 0] / (q.norm(dim=-1) * k.norm(dim=-1))
+    assert f_s.length == pytest.approx(lengths.mean().item(), rel=1e-6)
+    assert f_s.cos == pytest.approx(cos.abs().mean().item(), rel=1e-6)

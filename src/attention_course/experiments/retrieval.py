@@ -39,6 +39,8 @@ __all__ = [
     "train_retrieval",
     "logit_std",
     "independence_ratio",
+    "ScoreFactors",
+    "score_factors",
     "HeadGradients",
     "head_gradients",
     "steps_to",
@@ -211,6 +213,30 @@ def pairing_ratios(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> Pair
         return float(d.pow(2).mean().sqrt() / norm)
 
     return PairingRatios(ratio(dots[target]), ratio(dots[~target]), ratio(elsewhere[unrelated]))
+
+
+class ScoreFactors(NamedTuple):
+    """:func:`score_factors`: the two factors of a score ``scale · ‖q‖ ‖k‖ cos θ``, averaged (floats).
+
+    Attributes:
+        length: the mean of ``scale · ‖q‖ ‖k‖`` over the probe's query–key pairs.
+        cos: the mean of ``|cos θ|`` over the same pairs.
+    """
+
+    length: float
+    cos: float
+
+
+@torch.no_grad()
+def score_factors(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> ScoreFactors:
+    """Did the scores grow because q and k got longer or because they turned towards each other (chapter 2, §2.7)?
+    The means of ``scale · ‖q‖ ‖k‖`` and of ``|cos θ|`` over every query–key pair of the probe ``inputs`` =
+    ``(keys, values, query)``, checked by the model (a zero-length q or k gives NaN for its cosine)."""
+    _check_probe(model, inputs)
+    q, k = model.queries_keys(*inputs)  # (batch, 1, d_k), (batch, n_pairs + 1, d_k)
+    lengths = model.scale * q.norm(dim=-1) * k.norm(dim=-1)  # (batch, n_pairs + 1)
+    cos = model.scores(*inputs) / lengths
+    return ScoreFactors(lengths.mean().item(), cos.abs().mean().item())
 
 
 def train_retrieval(
