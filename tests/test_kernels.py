@@ -95,6 +95,23 @@ def test_default_tiles_and_a_given_scale(causal):
 
 @needs_triton
 @needs_interpreter
+def test_named_alignments():
+    """The alignment named as masks.causal_mask names it: "upper_left" is causal=True, whatever n_q and n_k;
+    "lower_right" is the same mask when n_q = n_k, and refused otherwise (the kernels' diagonal is upper-left)."""
+    q, k, v = _inputs(1, 2, 20, 33, 16, seed=5)
+    a, _ = triton_attention(q, k, v, causal=True)
+    b, _ = triton_attention(q, k, v, causal="upper_left")
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="upper-left"):
+        triton_attention(q, k, v, causal="lower_right")
+    q, k, v = _inputs(1, 2, 33, 33, 16, seed=6)
+    a, _ = triton_attention(q, k, v, causal=True)
+    b, _ = triton_attention(q, k, v, causal="lower_right")
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+@needs_triton
+@needs_interpreter
 @pytest.mark.parametrize(("block_q", "block_k"), [(32, 16), (16, 32)])
 def test_unequal_tiles_causal(block_q, block_k):
     """Query and key tiles of different sizes: the causal loops' first and last blocks are then not aligned."""

@@ -282,7 +282,8 @@ def test_tiled_returns_a_named_tuple():
 
 @pytest.mark.parametrize(("n_q", "n_k"), [(5, 13), (13, 5), (9, 9)])
 def test_causal_is_upper_left_as_torch_is_causal(n_q, n_k):
-    """causal=True is PyTorch's is_causal (upper-left) also when n_q != n_k; lower-right goes through a mask."""
+    """causal=True is PyTorch's is_causal (upper-left) also when n_q != n_k; the alignment can be named, and
+    "lower_right" equals the lower-right mask, materialised or not."""
     gen = torch.Generator().manual_seed(n_q * 100 + n_k)
     q = torch.randn(2, n_q, 6, generator=gen, dtype=torch.float64)
     k = torch.randn(2, n_k, 6, generator=gen, dtype=torch.float64)
@@ -298,6 +299,18 @@ def test_causal_is_upper_left_as_torch_is_causal(n_q, n_k):
     torch.testing.assert_close(lower, ref, atol=1e-12, rtol=0)
     if n_q != n_k:  # the two alignments really differ here, so the test above can tell them apart
         assert (out - lower).abs().max() > 1e-3
+    # the alignment named: "upper_left" is causal=True; "lower_right" is the lower-right mask, without materialising
+    # it (tiles past the shifted diagonal skipped; with n_q > n_k the first queries see no key: zeros, lse -inf)
+    named_upper = tiled_attention(q, k, v, causal="upper_left", block_q=4, block_k=3)
+    torch.testing.assert_close(named_upper.output, out, atol=0, rtol=0)
+    named_lower = tiled_attention(q, k, v, causal="lower_right", block_q=4, block_k=3)
+    ref_lse = torch.logsumexp((q @ k.transpose(-2, -1) / math.sqrt(6)).masked_fill(~lower_ref, -math.inf), -1)
+    torch.testing.assert_close(named_lower.output, ref, atol=1e-12, rtol=0)
+    torch.testing.assert_close(named_lower.lse, ref_lse, atol=1e-12, rtol=0)
+    both = tiled_attention(q, k, v, mask=causal_mask(n_q, n_k, alignment="upper_left"), causal="lower_right",
+                           block_q=4, block_k=3)  # combined by logical and: the stricter of the two, row by row
+    ref_both, _ = scaled_dot_product_attention(q, k, v, mask=lower_ref & causal_mask(n_q, n_k, alignment="upper_left"))
+    torch.testing.assert_close(both.output, ref_both, atol=1e-12, rtol=0)
 
 
 # --- edges: PyTorch's answers (torch 2.13, CPU) -----------------------------------------------------------------

@@ -336,14 +336,32 @@ def check_generator(name: str, generator: object) -> torch.Generator | None:
     return generator
 
 
+def causal_offset(causal: object, n_q: int, n_k: int) -> int | None:
+    """A tiled pass's ``causal`` argument as the offset of its diagonal: query ``i`` sees keys ``j ≤ i + offset``.
+
+    ``False``: None (no causal rule). ``True`` or ``"upper_left"``: 0, PyTorch's ``is_causal``. ``"lower_right"``:
+    ``n_k − n_q``, the queries being the last ``n_q`` positions (new tokens after a cache) — the two alignments of
+    :func:`attention_course.masks.causal_mask`, which coincide when ``n_q = n_k``.
+    """
+    if isinstance(causal, (bool, np.bool_)):
+        return 0 if causal else None
+    if not isinstance(causal, str):
+        raise TypeError(f"causal must be True, False, 'upper_left' or 'lower_right', got {describe(causal)}")
+    if causal not in ("upper_left", "lower_right"):
+        raise ValueError(f"causal must be True (upper-left, as is_causal), False, 'upper_left' or 'lower_right'; "
+                         f"got {causal!r}")
+    return 0 if causal == "upper_left" else n_k - n_q
+
+
 def tiling_inputs(
     q: Any, k: Any, v: Any, mask: Any, scale: object, causal: object, block_q: object, block_k: object
 ) -> tuple[AttentionInputs, tuple[bool, int, int]]:
     """:func:`attention_inputs` for a tiled pass (tiled attention and its backward pass): the checked inputs with
     ``q``, ``k`` and ``v`` expanded (views, no memory) to the common batch, and the checked tiling options
-    ``(causal, block_q, block_k)``."""
+    ``(causal offset or None, block_q, block_k)`` (:func:`causal_offset`)."""
     x = attention_inputs(q, k, v, mask, scale)
-    options = (check_flag("causal", causal), check_int("block_q", block_q), check_int("block_k", block_k))
+    n_q, n_k = x.q.shape[-2], x.k.shape[-2]
+    options = (causal_offset(causal, n_q, n_k), check_int("block_q", block_q), check_int("block_k", block_k))
     batch = x.scores_shape[:-2]
     qt, kt, vt = (t.expand(*batch, *t.shape[-2:]) for t in (x.q, x.k, x.v))
     return x._replace(q=qt, k=kt, v=vt), options

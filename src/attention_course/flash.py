@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ._checks import AttentionInputs, check_tensor, tiling_inputs
-from .masks import tile_mask
+from .masks import Alignment, tile_mask
 from .tiled import TiledOutput, tiled_attention
 
 __all__ = ["flash_attention", "flash_attention_backward"]
@@ -39,11 +39,12 @@ def _backward(
     out: torch.Tensor,
     lse: torch.Tensor,
     grad_out: torch.Tensor,
-    causal: bool,
+    causal: int | None,
     block_q: int,
     block_k: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV over the common batch, recomputing each tile of P from lse."""
+    """dQ, dK, dV over the common batch, recomputing each tile of P from lse; ``causal`` is the diagonal's offset
+    (query ``i`` sees keys ``j ≤ i + causal``; None: not causal)."""
     q, k, v, scale = x.q, x.k, x.v, x.scale
     n_q, n_k = q.shape[-2], k.shape[-2]
     dq, dk, dv = (torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
@@ -54,12 +55,13 @@ def _backward(
         j1 = min(j0 + block_k, n_k)
         k_blk, v_blk = k[..., j0:j1, :], v[..., j0:j1, :]
         dk_blk, dv_blk = dk[..., j0:j1, :], dv[..., j0:j1, :]  # views: accumulate in place
-        first = j0 if causal else 0  # causal: queries before j0 see none of these keys
+        first = 0 if causal is None else max(0, j0 - causal)  # queries before it see none of these keys
         for i0 in range(first - first % block_q, n_q, block_q):
             i1 = min(i0 + block_q, n_q)
             q_blk, do_blk = q[..., i0:i1, :], grad_out[..., i0:i1, :]
             s = (q_blk * scale) @ k_blk.transpose(-2, -1)  # as the forward pass computed it
-            allowed = tile_mask(x.mask, range(i0, i1), range(j0, j1), causal=causal, device=q.device)
+            allowed = tile_mask(x.mask, range(i0, i1), range(j0, j1), causal=causal is not None,
+                                offset=causal or 0, device=q.device)
             if allowed is not None:
                 s = s.masked_fill(~allowed, -math.inf)
             p = torch.exp(s - lse[..., i0:i1, :])  # the tile of the weights, recomputed
@@ -75,12 +77,12 @@ class _FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, q, k, v, mask, scale, causal, block_q, block_k):  # noqa: ANN001, ANN205 -- autograd API
-        x, (causal, block_q, block_k) = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
+        x, (_, block_q, block_k) = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
         # tiled.py's forward pass, in the compute dtype (float32 for 16-bit inputs), so that the saved output
         # and log-sum-exp are those the backward pass recomputes the weights from
         out, lse = tiled_attention(x.q, x.k, x.v, x.mask, x.scale, causal=causal, block_q=block_q, block_k=block_k)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (mask, scale, causal, block_q, block_k)
+        ctx.options = (mask, scale, causal, block_q, block_k)  # causal as given: its alignment, not its offset
         ctx.mark_non_differentiable(lse)
         return out.to(x.dtype), lse.to(x.dtype)
 
@@ -88,8 +90,8 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
         q, k, v, out, lse = ctx.saved_tensors
         mask, scale, causal, block_q, block_k = ctx.options
-        x, _ = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
-        grads = _backward(x, out, lse, grad_out.to(x.q.dtype), causal, block_q, block_k)
+        x, (offset, _, _) = tiling_inputs(q, k, v, mask, scale, causal, block_q, block_k)
+        grads = _backward(x, out, lse, grad_out.to(x.q.dtype), offset, block_q, block_k)
         dq, dk, dv = (g.sum_to_size(t.shape).to(t.dtype) for g, t in zip(grads, (q, k, v), strict=True))
         return dq, dk, dv, None, None, None, None, None
 
@@ -101,7 +103,7 @@ def flash_attention(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
     *,
-    causal: bool = False,
+    causal: bool | Alignment = False,
     block_q: int = 128,
     block_k: int = 128,
 ) -> TiledOutput:
@@ -116,7 +118,9 @@ def flash_attention(
             torch tensors on one device, batch dimensions broadcasting.
         mask: optional boolean, broadcastable to ``(..., n_q, n_k)``, True = may attend.
         scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
-        causal: the upper-left aligned causal mask (PyTorch's ``is_causal``), combined with ``mask``.
+        causal: the causal mask, its alignment named: ``True`` or ``"upper_left"`` (PyTorch's ``is_causal``) or
+            ``"lower_right"`` (the queries are the last ``n_q`` positions), as :func:`tiled_attention`; combined
+            with ``mask``.
         block_q, block_k: tile sizes, positive integers.
 
     Returns:
@@ -146,7 +150,7 @@ def flash_attention_backward(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
     *,
-    causal: bool = False,
+    causal: bool | Alignment = False,
     block_q: int = 128,
     block_k: int = 128,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

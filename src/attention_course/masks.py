@@ -135,15 +135,19 @@ def causal_block(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.
 
 
 def tile_mask(
-    mask: torch.Tensor | None, rows: range, cols: range, *, causal: bool = False, device: torch.device | str = "cpu"
+    mask: torch.Tensor | None, rows: range, cols: range, *, causal: bool = False, offset: int = 0,
+    device: torch.device | str = "cpu"
 ) -> torch.Tensor | None:
     """One tile of a tiled pass's mask (chapter 6): the slice ``mask[..., rows, cols]`` and, with ``causal``, the
-    upper-left causal rule (:func:`causal_block`) on the tile's positions, combined by logical and.
+    causal rule (:func:`causal_block`) on the tile's positions, query ``i`` at position ``i + offset``, combined by
+    logical and.
 
     Args:
         mask: ``None`` or a boolean mask broadcastable to the scores, True = may attend.
         rows, cols: the query and key positions the tile covers, ``range(i0, i1)`` and ``range(j0, j1)``.
         causal: apply the causal rule (only tiles that cross the diagonal need it).
+        offset: where the diagonal lies: 0 for the upper-left alignment (``is_causal``), ``n_k − n_q`` for the
+            lower-right one (:func:`causal_mask`'s two alignments).
         device: where the causal part is built (that of the scores).
 
     Returns:
@@ -155,9 +159,10 @@ def tile_mask(
     if mask is not None:
         check_tensor("mask", mask, kind="bool", layout="(..., n_q, n_k)")
     allowed = None if mask is None else mask[..., rows.start : rows.stop, cols.start : cols.stop]
-    if causal and cols.stop - 1 > rows.start:  # the tile crosses the diagonal
+    offset = check_int("offset", offset, low=None)
+    if causal and cols.stop - 1 > rows.start + offset:  # the tile crosses the diagonal
         device = check_device("device", device)
-        tri = causal_block(torch.arange(rows.start, rows.stop, device=device),
+        tri = causal_block(torch.arange(rows.start + offset, rows.stop + offset, device=device),
                            torch.arange(cols.start, cols.stop, device=device))
         allowed = tri if allowed is None else allowed & tri
     return allowed

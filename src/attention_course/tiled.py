@@ -52,7 +52,7 @@ from ._checks import (
     tiling_inputs,
     to_output,
 )
-from .masks import tile_mask
+from .masks import Alignment, tile_mask
 
 __all__ = [
     "SoftmaxState",
@@ -322,8 +322,8 @@ class TileStep:
     state: SoftmaxState
 
 
-def _tile_steps(x: AttentionInputs, causal: bool, block_q: int, block_k: int) -> Iterator[TileStep]:
-    """The tiled forward pass, one tile at a time."""
+def _tile_steps(x: AttentionInputs, causal: int | None, block_q: int, block_k: int) -> Iterator[TileStep]:
+    """The tiled forward pass, one tile at a time; ``causal`` is the diagonal's offset (None: not causal)."""
     qt, kt, vt, mt, scale = x.q, x.k, x.v, x.mask, x.scale
     n_q, n_k, d_v = qt.shape[-2], kt.shape[-2], vt.shape[-1]
     batch = qt.shape[:-2]
@@ -332,14 +332,16 @@ def _tile_steps(x: AttentionInputs, causal: bool, block_q: int, block_k: int) ->
         i1 = min(i0 + block_q, n_q)
         q_blk = qt[..., i0:i1, :] * scale  # scaling one query block costs block_q · d_k, not n · d_k
         state = empty_state((*batch, i1 - i0), d_v, dtype=qt.dtype, device=qt.device)
-        # causal (upper-left aligned, as torch's is_causal): query i sees keys j <= i, so key blocks at or past
-        # i1 are entirely masked and are skipped — about half the tiles of a square problem.
-        k_end = min(n_k, i1) if causal else n_k
+        # causal: query i sees keys j <= i + offset (0 upper-left, as torch's is_causal; n_k - n_q lower-right),
+        # so key blocks at or past i1 + offset are entirely masked and are skipped — about half the tiles of a
+        # square problem. A block that sees no key at all is left with no tile: zero output, lse -inf.
+        k_end = n_k if causal is None else max(0, min(n_k, i1 + causal))
         for j0 in range(0, k_end, block_k):
             j1 = min(j0 + block_k, k_end)
             s = q_blk @ kt_t[..., j0:j1]  # (..., bq, bk): the only score tile alive
             # a tile crossing the diagonal is cut by the positions it covers
-            allowed = tile_mask(mt, range(i0, i1), range(j0, j1), causal=causal, device=s.device)
+            allowed = tile_mask(mt, range(i0, i1), range(j0, j1), causal=causal is not None,
+                                offset=causal or 0, device=s.device)
             if allowed is not None:
                 s = s.masked_fill(~allowed, -math.inf)
             m_new = torch.maximum(state.m, s.amax(dim=-1))
@@ -361,7 +363,7 @@ def tiled_attention(
     mask: ArrayLike | None = None,
     scale: float | None = None,
     *,
-    causal: bool = False,
+    causal: bool | Alignment = False,
     block_q: int = 128,
     block_k: int = 128,
 ) -> TiledOutput:
@@ -378,10 +380,11 @@ def tiled_attention(
         mask: optional boolean, broadcastable to ``(..., n_q, n_k)``, True = may attend (each tile reads its
             slice; pass ``causal=True`` instead of a materialised causal mask to keep memory linear).
         scale: multiplies the scores; default :math:`1/\sqrt{d_k}`.
-        causal: the upper-left aligned causal mask (``masks.causal_mask(n_q, n_k, alignment="upper_left")``,
-            PyTorch's ``is_causal``): query ``i`` attends to keys ``j ≤ i``, whatever ``n_k``; key blocks
-            entirely above the diagonal are skipped. Combined with ``mask`` by logical and. For new queries
-            after cached keys (lower-right), pass ``mask=masks.causal_mask(n_q, n_k, alignment="lower_right")``.
+        causal: the causal mask without materialising it, its alignment named as :func:`masks.causal_mask`
+            names it: ``True`` or ``"upper_left"`` (PyTorch's ``is_causal``: query ``i`` attends to keys
+            ``j ≤ i``, whatever ``n_k``), or ``"lower_right"`` (the queries are the last ``n_q`` positions, as
+            new tokens after a cache: ``j ≤ i + n_k − n_q``; with ``n_q > n_k`` the first queries see no key and
+            give zeros). Key blocks entirely past the diagonal are skipped. Combined with ``mask`` by logical and.
         block_q, block_k: tile sizes; any positive integers (the last tile of a row or column may be smaller).
 
     Returns:

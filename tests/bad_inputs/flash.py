@@ -22,7 +22,7 @@ CASES = [
          id="flash.flash_attention-float-mask"),
     case(flash_attention, lambda: flash_attention(Q, K, V, block_q=0), ValueError, arg="block_q",
          id="flash.flash_attention-block"),
-    case(flash_attention, lambda: flash_attention(Q, K, V, causal="yes"), TypeError, arg="causal",
+    case(flash_attention, lambda: flash_attention(Q, K, V, causal="yes"), ValueError, arg="causal",
          id="flash.flash_attention-causal"),
     case(flash_attention_backward, lambda: flash_attention_backward(Q, K, V, O, LSE, DO[..., :4]), ValueError,
          arg="grad_out", says="(1, 6, 5)", id="flash.flash_attention_backward-shape"),

@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._checks import (
+    causal_offset,
     check_choice,
     check_dtype,
     check_flag,
@@ -346,7 +347,7 @@ def triton_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    causal: bool = False,
+    causal: bool | str = False,
     scale: float | None = None,
     *,
     block_q: int | None = None,
@@ -358,7 +359,10 @@ def triton_attention(
         q: queries ``(batch, heads, n_q, d)``; k, v: keys and values ``(batch, heads, n_k, d)``; one floating
             dtype (float32, float16 or bfloat16), on a CUDA device — or on the CPU when ``TRITON_INTERPRET=1``
             was set before triton was first imported (at the latest, before the first call).
-        causal: the upper-left causal mask (query ``i`` sees keys ``j ≤ i``), as ``is_causal``.
+        causal: the causal mask, its alignment named as :func:`attention_course.masks.causal_mask` names it:
+            ``True`` or ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, as ``is_causal``); ``"lower_right"`` is
+            accepted where it is the same mask (``n_q = n_k``) and refused otherwise (the kernels have the
+            upper-left diagonal only; :func:`attention_course.flash.flash_attention` has both).
         scale: multiplies the scores; default :math:`1/\sqrt{d}`.
         block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
             whose shared memory they overflow, they are halved until they fit.
@@ -370,10 +374,11 @@ def triton_attention(
         float32 products may run in TF32 (Triton's default for ``tl.dot``).
 
     Raises:
-        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s, a non-bool ``causal``; bfloat16
+        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s; bfloat16
             under the CPU interpreter (NumPy has no bfloat16: the interpreter's answers would be wrong).
         ValueError: shapes that do not fit, ``d > 256``, an empty tensor, tensors on different devices or on the
-            CPU without ``TRITON_INTERPRET=1``, a bad block size. ImportError: triton is not installed.
+            CPU without ``TRITON_INTERPRET=1``, a bad block size, ``causal`` not one of the four values or
+            ``"lower_right"`` with ``n_q ≠ n_k``. ImportError: triton is not installed.
         RuntimeError: ``TRITON_INTERPRET`` was changed after triton was imported; the CPU interpreter of a triton
             older than 3.9 under NumPy ≥ 2.4 (it cannot run the kernels' loops).
     """
@@ -397,7 +402,12 @@ def triton_attention(
     if device.type != "cuda" and not (device.type == "cpu" and interpreting()):
         raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
                          f"imported, got a tensor on {device}")
-    causal = check_flag("causal", causal)
+    offset = causal_offset(causal, n_q, k.shape[2])
+    if offset not in (None, 0):
+        raise ValueError(f"causal must be upper-left (True or 'upper_left') for the kernel when n_q ≠ n_k, got "
+                         f"{causal!r} with n_q = {n_q}, n_k = {k.shape[2]}: the kernels' diagonal is the upper-left "
+                         "one; for new queries after cached keys use flash_attention(..., causal='lower_right')")
+    causal = offset is not None
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
     if device.type == "cpu":  # the arguments first, then whether this machine's interpreter can run them
