@@ -2,9 +2,8 @@
 :mod:`attention_course.flash`, each tile now one block of a GPU program instead of a PyTorch call.
 
 A Triton kernel is a Python function run once per *program*; a launch runs a grid of them, here one per block of
-rows and per (batch, head). Inside, ``tl.load`` and ``tl.store`` move whole tiles between memory and the
-program's registers, ``tl.dot`` multiplies tiles, and every other operation is element-wise on tiles — what
-``tiled.py`` writes with PyTorch slices, without the round trips to memory between the operations.
+rows and per (batch, head). ``tl.load``/``tl.store`` move whole tiles between memory and registers, ``tl.dot``
+multiplies tiles, the rest is element-wise — ``tiled.py`` without the round trips to memory between operations.
 
 **Forward** (:func:`_forward_kernel`, Dao 2023, Algorithm 1): each program owns ``BLOCK_M`` queries (the outer
 loop is the grid) and walks over the keys ``BLOCK_N`` at a time (the inner loop), carrying the online-softmax
@@ -16,25 +15,20 @@ and each row's log-sum-exp ``lse = m + log ℓ``, the one number per row the bac
 tile: :func:`_dkdv_kernel` gives each program ``BLOCK_N`` keys (key blocks outer), walks over all query blocks
 (inner) and accumulates ``dV += Pᵀ dO`` and ``dK += dSᵀ Q`` in registers, ``dS = P ∘ (dO Vᵀ − D)``, writing them
 once; :func:`_dq_kernel` is a second pass with the loops the other way round (query blocks outer) that
-accumulates ``dQ += dS K``. FlashAttention-2's backward (Dao 2023, Algorithm 2) has the same outer loop over key
-blocks but adds each ``dS K`` into ``dQ`` in memory from inside it, which on a GPU means atomic adds from many
-programs at once; the second pass here recomputes ``P`` once more instead, so that every output has one writer
-and the result does not depend on the order the programs run in.
+accumulates ``dQ += dS K``. FlashAttention-2's backward (Dao 2023, Algorithm 2) adds each ``dS K`` into ``dQ``
+from inside the key loop, atomic adds from many programs; the second pass recomputes ``P`` instead, so that every
+output has one writer and the result does not depend on the order the programs run in.
 
 **Ragged tiles and causality.** Block sizes are powers of two (``tl.arange`` needs them), so the last tile of
 an ``n`` that is not a multiple overhangs the tensor: its loads are masked (``other=0``), its scores set to
 ``-inf`` (weight 0), its stores masked. ``causal=True`` is the upper-left mask (query ``i`` sees keys
-``j ≤ i``, as ``is_causal``): a tile's scores are masked where ``j > i``, and tiles entirely above the diagonal
-are skipped — the forward and ``dQ`` loops stop after the key block that holds the query block's last query, the
-``dK, dV`` loop starts at the query block that holds the key block's first key.
+``j ≤ i``, as ``is_causal``): scores are masked where ``j > i``, and tiles entirely above the diagonal are
+skipped (the forward and ``dQ`` loops stop after the query block's last query; ``dK, dV`` starts at its first key).
 
-**Without a GPU.** With the environment variable ``TRITON_INTERPRET=1`` set before triton is first imported,
-Triton runs the same kernels in its numpy interpreter on CPU tensors: slow, but exact enough to test against
-:func:`~attention_course.flash.flash_attention` and ``F.scaled_dot_product_attention`` (tests/test_kernels.py).
-This module imports triton at the first call, never at import, so it imports where triton is absent, and setting
-the variable any time before the first call is early enough unless something else imported triton.
-:func:`compile_for_gpu` compiles the kernels for an NVIDIA architecture on a machine without a GPU, to show that
-they compile and how much shared memory their tiles take.
+**Without a GPU.** With ``TRITON_INTERPRET=1`` set before triton is first imported (this module imports it at
+the first call), Triton runs the same kernels in its numpy interpreter on CPU tensors, exact enough to test
+against ``F.scaled_dot_product_attention``; :func:`compile_for_gpu` compiles them for an NVIDIA architecture
+without one, to show that they compile and how much shared memory their tiles take.
 """
 
 from __future__ import annotations
@@ -308,8 +302,7 @@ class _TritonAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-#: The first Triton whose CPU interpreter runs the kernels' loops under NumPy 2.4: before it, a loop bound such as
-#: ``range(0, N_K, BLOCK_N)`` calls ``int()`` on a 1-element array, which NumPy 2.4 refuses.
+#: The first Triton whose CPU interpreter runs the kernels' loops under NumPy 2.4 (older ones int() an array).
 INTERPRETER_NUMPY24 = (3, 9)
 _version = lambda text: tuple(int(p) for p in re.findall(r"\d+", text)[:2])  # noqa: E731 -- "3.6.0" -> (3, 6)
 
@@ -359,10 +352,8 @@ def triton_attention(
         q: queries ``(batch, heads, n_q, d)``; k, v: keys and values ``(batch, heads, n_k, d)``; one floating
             dtype (float32, float16 or bfloat16), on a CUDA device — or on the CPU when ``TRITON_INTERPRET=1``
             was set before triton was first imported (at the latest, before the first call).
-        causal: the causal mask, its alignment named as :func:`attention_course.masks.causal_mask` names it:
-            ``True`` or ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, as ``is_causal``); ``"lower_right"`` is
-            accepted where it is the same mask (``n_q = n_k``) and refused otherwise (the kernels have the
-            upper-left diagonal only; :func:`attention_course.flash.flash_attention` has both).
+        causal: ``True`` or ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, as ``is_causal``); ``"lower_right"``
+            only where it is the same mask, ``n_q = n_k`` (``flash_attention`` has both alignments).
         scale: multiplies the scores; default :math:`1/\sqrt{d}`.
         block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
             whose shared memory they overflow, they are halved until they fit.
@@ -403,10 +394,9 @@ def triton_attention(
         raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
                          f"imported, got a tensor on {device}")
     offset = causal_offset(causal, n_q, k.shape[2])
-    if offset not in (None, 0):
-        raise ValueError(f"causal must be upper-left (True or 'upper_left') for the kernel when n_q ≠ n_k, got "
-                         f"{causal!r} with n_q = {n_q}, n_k = {k.shape[2]}: the kernels' diagonal is the upper-left "
-                         "one; for new queries after cached keys use flash_attention(..., causal='lower_right')")
+    if offset not in (None, 0):  # the kernels' diagonal is the upper-left one
+        raise ValueError(f"causal must be upper-left for the kernel when n_q ≠ n_k, got {causal!r} with n_q = {n_q}, "
+                         f"n_k = {k.shape[2]}; for new queries after cached keys use flash_attention(causal=...)")
     causal = offset is not None
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
