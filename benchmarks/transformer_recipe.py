@@ -31,12 +31,12 @@ import numpy as np
 import torch
 
 from attention_course import data
+from attention_course.experiments.transformer import REVERSAL_CONFIG, train_reversal
 from attention_course.measure import write_results
-from attention_course.seq2seq import Seq2SeqTransformer
-from attention_course.train import exact_match, fit_seq2seq
+from attention_course.train import exact_match
 
 RESULTS = Path(__file__).resolve().parent / "results" / "transformer_recipe.json"
-CFG = dict(d_model=64, nhead=4, layers=2, d_ff=128, batch=64, steps=2500, warmup=300, factor=0.5)
+CFG = REVERSAL_CONFIG  # the chapter's model and budget
 SEEDS = range(5)
 W = CFG["warmup"]
 ARMS = {
@@ -52,18 +52,7 @@ ARMS = {
 
 def train_arm(seed: int, clip: float | None, warmup: int, ramp: bool, norm_first: bool) -> dict[str, float]:
     torch.set_num_threads(1)  # as the notebook: the same arithmetic on every CPU
-    torch.manual_seed(seed)
-    model = Seq2SeqTransformer(13, d_model=CFG["d_model"], nhead=CFG["nhead"],
-                               num_encoder_layers=CFG["layers"], num_decoder_layers=CFG["layers"],
-                               dim_feedforward=CFG["d_ff"], dropout=0.0, max_len=32, norm_first=norm_first)
-    train_gen = torch.Generator().manual_seed(1 + seed)
-
-    def sample_batch(step):
-        batch = data.reverse_digits(CFG["batch"], 1, 10, train_gen)
-        return batch.src, batch.tgt
-
-    hist = fit_seq2seq(model, sample_batch, CFG["steps"], warmup=warmup, factor=CFG["factor"],
-                       label_smoothing=0.1, clip=clip, ramp=ramp)
+    model, hist = train_reversal(seed, clip=clip, warmup=warmup, ramp=ramp, norm_first=norm_first)
     held_out = data.reverse_digits(1000, 1, 10, torch.Generator().manual_seed(2), split="test")
     loss = np.array(hist.loss)
     finite = bool(np.isfinite(loss).all())
