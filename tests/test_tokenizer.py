@@ -3,6 +3,7 @@ stated tie-break, and what the merges buy on the course's corpus."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_course.tokenizer import CHUNK, BPETokenizer
+from attention_course.tokenizer import CHUNK, BPETokenizer, _merge
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "kjv.txt"
 SMALL = BPETokenizer.train("the cat sat on the mat; the hat — a café, naïve 東京 🙂\n\n" * 3, 300)
@@ -35,6 +36,26 @@ def test_ties_do_not_depend_on_the_order_of_the_text():
     a, b = BPETokenizer.train(" ab cd", 260), BPETokenizer.train(" cd ab", 260)
     assert a.merges == b.merges
     assert a.merges[0] == (32, 97)  # " a": the smallest of (32, 97), (97, 98), (32, 99), (99, 100)
+
+
+def _recount_every_step(text: str, vocab_size: int) -> list[tuple[int, int]]:
+    """The definition of training, without the incremental bookkeeping: recount every pair after every merge."""
+    words = [list(chunk.encode("utf-8")) for chunk in CHUNK.findall(text)]
+    merges = []
+    for new in range(256, vocab_size):
+        pairs = Counter(p for ids in words for p in zip(ids, ids[1:], strict=False))
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        merges.append(best)
+        words = [_merge(ids, best, new) for ids in words]
+    return merges
+
+
+@given(st.text(alphabet="ab c\n", max_size=60) | st.text(max_size=30), st.integers(256, 300))
+@settings(max_examples=200, deadline=None)
+def test_incremental_training_equals_recounting_every_step(text, vocab_size):
+    assert BPETokenizer.train(text, vocab_size).merges == _recount_every_step(text, vocab_size)
 
 
 @given(st.text())
