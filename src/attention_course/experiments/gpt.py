@@ -6,8 +6,9 @@ baselines, and opened up by measuring what its heads attend to.
 * :func:`ngram_bits_per_char`: the unigram and bigram baselines, estimated on the training split with add-one
   (Laplace) smoothing, in bits per character on those windows.
 * :func:`bits_per_char`: a model's cross-entropy on the same windows, in bits per character.
-* :func:`train_gpt` / :func:`train_seeds`: one configuration trained per seed with the package's loop
-  (:func:`attention_course.train.fit`), on one CPU thread unless told otherwise.
+* :func:`fit_gpt`: a GPT trained on a stream of ids of any tokenizer with the package's loop
+  (:func:`attention_course.train.fit`), on one CPU thread unless told otherwise; :func:`train_gpt` /
+  :func:`train_seeds`: on the corpus's characters, one configuration per seed, scored on the validation windows.
 * :func:`head_scores` (:func:`map_scores` of the model's maps): for every layer and head, the mean attention weight
   on the previous token and on the first token (a "sink"), with :func:`shuffled_scores` as the control: the same
   statistic after the weights of each attention row are permuted at random among the keys that row may see
@@ -43,6 +44,7 @@ __all__ = [
     "GPTRun",
     "HeadScores",
     "bits_per_char",
+    "fit_gpt",
     "gpt_plan",
     "head_scores",
     "map_scores",
@@ -154,30 +156,49 @@ class GPTRun(NamedTuple):
     validation_bpc: float
 
 
-def train_gpt(corpus: Corpus, seed: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
-              length: int = 64, batch: int = 32, steps: int = 600, lr: float = 3e-3, positions: str = "rotary",
-              num_kv_heads: int | None = None, eval_windows: int | None = 1024, threads: int | None = 1,
-              device: str | torch.device = "cpu") -> GPTRun:
-    """Train a character-level :class:`~attention_course.gpt.GPT` on ``corpus.train`` and score it on
-    ``eval_windows`` windows spread over ``corpus.validation`` (:func:`validation_windows`; None: all of it).
+def fit_gpt(ids: torch.Tensor, vocab_size: int, seed: int, *, d_model: int = 64, n_layers: int = 2,
+            n_heads: int = 4, length: int = 64, batch: int = 32, steps: int = 600, lr: float = 3e-3,
+            positions: str = "rotary", num_kv_heads: int | None = None, threads: int | None = 1,
+            device: str | torch.device = "cpu") -> tuple[GPT, History]:
+    """A :class:`~attention_course.gpt.GPT` over ``vocab_size`` ids trained on the stream ``ids`` ``(n,)``: what
+    :func:`train_gpt` trains on characters, and §7.9 on BPE tokens. Returns the model (eval mode) and its history.
 
-    ``seed`` fixes the initial weights (:func:`~attention_course.device.seeded`) and the batches (windows at random
-    offsets, :func:`~attention_course.data.text_sampler`). :func:`~attention_course.train.fit` trains: AdamW at a
-    constant ``lr``, gradient-norm clipping at 1. Runs on ``threads`` CPU threads (restored afterwards).
+    ``seed`` fixes the initial weights (:func:`~attention_course.device.seeded`) and the batches (windows of
+    ``length`` ids at random offsets, :func:`~attention_course.data.text_sampler`). :func:`~attention_course.train.
+    fit` trains: AdamW at a constant ``lr``, gradient-norm clipping at 1. Runs on ``threads`` CPU threads (restored
+    afterwards).
+
+    Raises:
+        TypeError: ``ids`` not an integer tensor. ValueError: ids outside ``[0, vocab_size)``, the sizes
+            :class:`GPTConfig` or ``fit`` refuse.
+    """
+    seed = check_int("seed", seed, low=0)
+    vocab_size = check_int("vocab_size", vocab_size)
+    check_token_ids("ids", ids, vocab_size, ndim=1, layout="(n,)")
+    config = GPTConfig(vocab_size, d_model, n_layers, n_heads, num_kv_heads=num_kv_heads,
+                       max_len=check_int("length", length), positions=positions)
+    with cpu_threads(threads):
+        with seeded(seed):
+            model = GPT(config, device=device)
+        sample = text_sampler(ids, batch, length, seed)
+        on_device = (lambda step: _to(sample(step), device)) if torch.device(device).type != "cpu" else sample
+        history = fit(model, on_device, steps, lr)
+    return model.eval(), history
+
+
+def train_gpt(corpus: Corpus, seed: int, *, length: int = 64, eval_windows: int | None = 1024,
+              threads: int | None = 1, **settings) -> GPTRun:
+    """Train a character-level :class:`~attention_course.gpt.GPT` on ``corpus.train`` (:func:`fit_gpt`, whose
+    keyword ``settings`` it takes: ``d_model``, ``n_layers``, ``n_heads``, ``batch``, ``steps``, ``lr``,
+    ``positions``, ``num_kv_heads``, ``device``) and score it on ``eval_windows`` windows spread over
+    ``corpus.validation`` (:func:`validation_windows`; None: all of it).
 
     Raises:
         TypeError: ``corpus`` not a Corpus. ValueError: the sizes :class:`GPTConfig` or ``fit`` refuse.
     """
     check_instance("corpus", corpus, Corpus)
-    seed = check_int("seed", seed, low=0)
-    config = GPTConfig(corpus.vocab_size, d_model, n_layers, n_heads, num_kv_heads=num_kv_heads,
-                       max_len=check_int("length", length), positions=positions)
     with cpu_threads(threads):
-        with seeded(seed):
-            model = GPT(config, device=device)
-        sample = text_sampler(corpus.train, batch, length, seed)
-        on_device = (lambda step: _to(sample(step), device)) if torch.device(device).type != "cpu" else sample
-        history = fit(model, on_device, steps, lr)
+        model, history = fit_gpt(corpus.train, corpus.vocab_size, seed, length=length, threads=threads, **settings)
         bpc = bits_per_char(model, validation_windows(corpus.validation, length, eval_windows))
     return GPTRun(seed, model, history, bpc)
 
