@@ -158,9 +158,13 @@ def train_tokens(corpus: TokenCorpus, seed: int, *, length: int = 64, **settings
     keyword ``settings``), scored on the whole of ``corpus.validation`` in bits per character.
 
     Raises:
-        TypeError: ``corpus`` not a TokenCorpus. ValueError: what :func:`fit_gpt` refuses.
+        TypeError: ``corpus`` not a TokenCorpus. ValueError: its ids outside ``[0, vocab_size)``; what
+            :func:`fit_gpt` refuses.
     """
     check_instance("corpus", corpus, TokenCorpus)
+    vocab = check_int("corpus.vocab_size", corpus.vocab_size)
+    for split in ("train", "validation"):
+        check_token_ids(f"corpus.{split}", getattr(corpus, split), vocab, ndim=1, layout="(n,)")
     model, history = fit_gpt(corpus.train, corpus.vocab_size, seed, length=length, **settings)
     with cpu_threads(settings.get("threads", 1)):
         bits = model_bits(model, corpus.train, corpus.validation, length=length)
