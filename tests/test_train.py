@@ -32,6 +32,58 @@ def test_fit_learns_and_is_deterministic():
     assert len(runs[0].extra["w_norm"]) == 150
 
 
+def test_fit_follows_its_schedule_step_by_step():
+    """The rate multiplies lr at each step: a schedule that is 0 on odd steps leaves the weights alone there, and a
+    constant schedule of 1 is the run without one, bit for bit."""
+    weights = []
+
+    def zero_on_odd(step):
+        weights.append(model.weight.detach().clone())
+        return float(step % 2 == 0)
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    fit(model, _linear_task(0), steps=6, lr=0.05, schedule=zero_on_odd)
+    weights.append(model.weight.detach().clone())
+    for step in range(6):  # the update of step s is weights[s + 1] - weights[s]
+        moved = not torch.equal(weights[step], weights[step + 1])
+        assert moved == (step % 2 == 0), step
+    runs = []
+    for schedule in (None, lambda step: 1.0):
+        torch.manual_seed(0)
+        runs.append(fit(nn.Linear(4, 3), _linear_task(0), steps=20, lr=0.05, schedule=schedule).loss)
+    assert runs[0] == runs[1]
+
+
+def test_fit_under_autocast_runs_the_forward_pass_in_that_dtype():
+    seen = []
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    hist = fit(model, _linear_task(0), steps=40, lr=0.05, autocast=torch.bfloat16)
+    assert seen[0] == torch.bfloat16 and model.weight.dtype == torch.float32  # mixed precision
+    assert hist.loss[-1] < 0.7 * hist.loss[0]
+    with pytest.raises(ValueError, match="autocast must be torch.bfloat16 or torch.float16, got torch.float64"):
+        fit(model, _linear_task(0), steps=1, autocast=torch.float64)
+
+
+def test_warmup_cosine_is_the_gpt_schedule():
+    import math
+
+    from attention_course.objectives import warmup_cosine
+
+    steps, warmup = 100, 10
+    assert [warmup_cosine(s, steps, warmup) for s in (0, 4, 9)] == [0.1, 0.5, 1.0]  # linear ramp to the peak
+    assert warmup_cosine(10, steps, warmup) == 1.0 and math.isclose(warmup_cosine(99, steps, warmup), 0.1)
+    half = warmup + (steps - 1 - warmup) / 2  # half way down the cosine: half way between 1 and the floor
+    assert math.isclose(warmup_cosine(int(half), steps, warmup), 0.55, abs_tol=0.02)
+    rates = [warmup_cosine(s, steps, warmup) for s in range(warmup, steps)]
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))  # never rises after the peak
+    assert warmup_cosine(0, steps, 0) == 1.0 and warmup_cosine(50, steps, 10, floor=1.0) == 1.0
+    with pytest.raises(ValueError, match="step"):
+        warmup_cosine(100, steps, warmup)
+
+
 def test_fit_rejects_no_steps():
     with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
         fit(nn.Linear(4, 3), _linear_task(0), steps=0)

@@ -1,9 +1,11 @@
-"""The paper's training objective and learning-rate schedule (chapter 5): label-smoothed cross-entropy and the
-warm-up-then-inverse-square-root rate of Vaswani et al. (2017). :func:`attention_course.train.fit_seq2seq` trains
-with them; ``attention_course.train`` re-exports both."""
+"""Training objectives and learning-rate schedules: the paper's label-smoothed cross-entropy and
+warm-up-then-inverse-square-root rate of Vaswani et al. (2017), with which :func:`attention_course.train.fit_seq2seq`
+trains (chapter 5; ``attention_course.train`` re-exports both), and the warm-up-then-cosine schedule of GPT training
+that :func:`attention_course.train.fit` takes (chapter 7)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -20,7 +22,7 @@ from ._checks import (
     check_token_ids,
 )
 
-__all__ = ["label_smoothed_cross_entropy", "transformer_lr"]
+__all__ = ["label_smoothed_cross_entropy", "transformer_lr", "warmup_cosine"]
 
 
 def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0, *, ramp: bool = True) -> float:
@@ -43,6 +45,27 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 
     factor = check_real("factor", factor, low=0.0)
     rising = step * warmup**-1.5 if check_flag("ramp", ramp) else warmup**-0.5
     return factor * d_model**-0.5 * min(step**-0.5, rising)
+
+
+def warmup_cosine(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
+    r"""The usual schedule of GPT training (GPT-2 and -3, nanoGPT; chapter 7) as a multiplier of the peak rate at
+    ``step`` (counted from 0) of ``steps``: a linear warm-up, :math:`(\text{step} + 1)/\text{warmup}` for the first
+    ``warmup`` steps, then half a cosine from 1 down to ``floor`` at the last step,
+    :math:`\text{floor} + (1 - \text{floor})\,\tfrac12\,(1 + \cos \pi u)`, :math:`u` running from 0 to 1.
+    ``warmup=0`` is the cosine alone.
+
+    Raises:
+        TypeError: an argument not a number. ValueError: ``step`` outside ``[0, steps)``, ``warmup`` outside
+            ``[0, steps)``, ``floor`` outside ``[0, 1]``.
+    """
+    steps = check_int("steps", steps)
+    step = check_int("step", step, low=0, high=steps - 1)
+    warmup = check_int("warmup", warmup, low=0, high=steps - 1)
+    floor = check_real("floor", floor, low=0.0, high=1.0)
+    if step < warmup:
+        return (step + 1) / warmup
+    u = (step - warmup) / max(1, steps - 1 - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * u))
 
 
 def label_smoothed_cross_entropy(

@@ -94,6 +94,8 @@ def fit(
     clip: float | None = 1.0,
     track: dict[str, Callable[[nn.Module], float]] | None = None,
     progress: bool = False,
+    schedule: Callable[[int], float] | None = None,
+    autocast: torch.dtype | None = None,
 ) -> History:
     """Train ``model`` for ``steps`` steps of Adam(W) on batches from ``sample``.
 
@@ -107,15 +109,19 @@ def fit(
         clip: gradient-norm clipping threshold (None to disable).
         track: optional ``name -> f(model)``, evaluated after every step and stored in ``History.extra``.
         progress: show a tqdm progress bar (off in notebooks checked by nbval: its timings vary).
+        schedule: ``schedule(step)`` multiplies ``lr`` at each step (counted from 0), e.g. a
+            :func:`~attention_course.objectives.warmup_cosine`; None: a constant rate.
+        autocast: run the forward pass and the loss under ``torch.autocast`` in this dtype (``torch.bfloat16`` on
+            a GPU: mixed precision, the weights and optimiser staying float32); None: the model's own dtype.
 
     Returns:
         A :class:`History`.
 
     Raises:
-        TypeError: ``model`` not a module, ``sample`` or a ``track`` value not callable, a sampled batch that
-            is not ``(inputs, targets)``.
+        TypeError: ``model`` not a module, ``sample``, ``schedule`` or a ``track`` value not callable, a sampled
+            batch that is not ``(inputs, targets)``, ``autocast`` not a dtype.
         ValueError: ``steps < 1``, ``lr < 0``, ``weight_decay < 0``, ``clip ≤ 0``; logits and targets whose
-            shapes disagree.
+            shapes disagree; ``autocast`` not a 16-bit floating dtype.
     """
     _check_model("model", model)
     check_callable("sample", sample, "a function step -> (inputs, targets)")
@@ -124,12 +130,23 @@ def fit(
     check_real("weight_decay", weight_decay, low=0.0)
     track = _check_track(track)
     check_flag("progress", progress)
+    if schedule is not None:
+        check_callable("schedule", schedule, "a function step -> multiplier of lr")
+    if autocast is not None:
+        check_instance("autocast", autocast, torch.dtype)
+        if autocast not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"autocast must be torch.bfloat16 or torch.float16, got {autocast}")
+    device_type = next(model.parameters()).device.type
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     hist = History(extra={name: [] for name in (track or {})})
     model.train()
     for step in tqdm(range(steps), disable=not progress, desc="training"):
+        if schedule is not None:
+            for group in opt.param_groups:
+                group["lr"] = lr * _number("schedule(step)", schedule(step))
         inputs, targets = _batch(sample(step))
-        loss = _cross_entropy(model(*inputs), targets)
+        with torch.autocast(device_type, dtype=autocast, enabled=autocast is not None):
+            loss = _cross_entropy(model(*inputs), targets)
         hist.loss.append(train_step(opt, loss, clip))
         with torch.no_grad():
             for name, f in track.items():

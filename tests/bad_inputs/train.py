@@ -4,6 +4,7 @@ targets of the logits' shape, settings are numbers in range."""
 import torch
 from torch import nn
 
+from attention_course.objectives import warmup_cosine
 from attention_course.seq2seq import Seq2SeqTransformer
 from attention_course.train import (
     Evaluation,
@@ -60,6 +61,16 @@ CASES = [
     case(fit, lambda: fit(LIN, sample, 1, lr=-1e-3), ValueError, arg="lr", id="train.fit-negative-lr"),
     case(fit, lambda: fit(LIN, sample, 1, weight_decay=-0.1), ValueError, arg="weight_decay",
          id="train.fit-weight-decay"),
+    case(fit, lambda: fit(LIN, sample, 1, schedule=0.5), TypeError, arg="schedule", id="train.fit-schedule"),
+    case(fit, lambda: fit(LIN, sample, 1, schedule=lambda s: "fast"), TypeError, arg="schedule(step)",
+         id="train.fit-schedule-value"),
+    case(fit, lambda: fit(LIN, sample, 1, autocast="bf16"), TypeError, arg="autocast", id="train.fit-autocast"),
+    case(fit, lambda: fit(LIN, sample, 1, autocast=torch.float64), ValueError, arg="autocast",
+         id="train.fit-autocast-double"),
+    case(warmup_cosine, lambda: warmup_cosine(5, 5, 1), ValueError, arg="step", id="train.warmup_cosine-step"),
+    case(warmup_cosine, lambda: warmup_cosine(0, 5, 5), ValueError, arg="warmup", id="train.warmup_cosine-warmup"),
+    case(warmup_cosine, lambda: warmup_cosine(0, 5, 1, floor=2), ValueError, arg="floor",
+         id="train.warmup_cosine-floor"),
     case(fit, lambda: fit(LIN, [(X,), Y], 1), TypeError, arg="sample", id="train.fit-batch-as-sampler"),
     case(fit, lambda: fit(nn.ReLU(), sample, 1), ValueError, arg="model", says="parameters",
          id="train.fit-no-parameters"),

@@ -15,6 +15,7 @@ from attention_course.experiments.gpt import (
     CPU_CONFIG,
     GPU_CONFIG,
     bits_per_char,
+    fit_gpt,
     gpt_plan,
     head_scores,
     map_scores,
@@ -113,3 +114,17 @@ def test_the_plan_on_a_gpu():
     assert plan.device == "cuda" and plan.config == GPU_CONFIG and plan.note is None
     full = DeviceInfo("cuda", "Tesla T4", T4.total_bytes, 100 * 2**20, (7, 5))
     assert gpt_plan(full).device == "cpu" and "Tesla T4" in gpt_plan(full).note
+
+
+def test_fit_gpt_schedules_and_mixed_precision():
+    """The default is the constant rate (no schedule at all, so the chapter's stored runs are unchanged); a warm-up
+    or the cosine changes the run from its second step; bfloat16 autocast trains (here on the CPU)."""
+    ids = torch.arange(400) % 7
+    small = dict(d_model=8, n_layers=1, n_heads=2, length=8, batch=4, steps=12, lr=1e-2)
+    base = fit_gpt(ids, 7, 0, **small)[1].loss
+    assert fit_gpt(ids, 7, 0, **small, schedule="constant", warmup=0)[1].loss == base
+    for options in (dict(warmup=3), dict(schedule="cosine"), dict(schedule="cosine", warmup=3)):
+        loss = fit_gpt(ids, 7, 0, **small, **options)[1].loss
+        assert loss[0] == base[0] and loss[1:] != base[1:], options  # the first batch's loss precedes any step
+    model, history = fit_gpt(ids, 7, 0, **small, precision="bfloat16")
+    assert model.tok_embed.weight.dtype == torch.float32 and history.loss[-1] < history.loss[0]

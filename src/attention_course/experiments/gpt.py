@@ -24,6 +24,7 @@ from typing import NamedTuple
 import torch
 
 from .._checks import (
+    check_choice,
     check_generator,
     check_instance,
     check_int,
@@ -35,6 +36,7 @@ from ..data import Corpus, text_sampler
 from ..device import DeviceInfo, memory_budget, seeded
 from ..gpt import GPT, GPTConfig
 from ..measure import cpu_threads
+from ..objectives import warmup_cosine
 from ..train import History, fit
 
 __all__ = [
@@ -158,31 +160,40 @@ class GPTRun(NamedTuple):
 
 def fit_gpt(ids: torch.Tensor, vocab_size: int, seed: int, *, d_model: int = 64, n_layers: int = 2,
             n_heads: int = 4, length: int = 64, batch: int = 32, steps: int = 600, lr: float = 3e-3,
-            positions: str = "rotary", num_kv_heads: int | None = None, threads: int | None = 1,
+            positions: str = "rotary", num_kv_heads: int | None = None, schedule: str = "constant",
+            warmup: int = 0, precision: str = "float32", threads: int | None = 1,
             device: str | torch.device = "cpu") -> tuple[GPT, History]:
     """A :class:`~attention_course.gpt.GPT` over ``vocab_size`` ids trained on the stream ``ids`` ``(n,)``: what
     :func:`train_gpt` trains on characters, and §7.9 on BPE tokens. Returns the model (eval mode) and its history.
 
     ``seed`` fixes the initial weights (:func:`~attention_course.device.seeded`) and the batches (windows of
     ``length`` ids at random offsets, :func:`~attention_course.data.text_sampler`). :func:`~attention_course.train.
-    fit` trains: AdamW at a constant ``lr``, gradient-norm clipping at 1. Runs on ``threads`` CPU threads (restored
-    afterwards).
+    fit` trains: AdamW, gradient-norm clipping at 1, with the rate ``lr`` after a linear warm-up of ``warmup``
+    steps, then constant (``schedule="constant"``; the chapter's run, with no warm-up) or decaying along half a
+    cosine to a tenth of ``lr`` at the last step (``"cosine"``; :func:`~attention_course.objectives.
+    warmup_cosine`). ``precision="bfloat16"``: mixed precision (``torch.autocast``; the weights stay float32), for a
+    GPU. Runs on ``threads`` CPU threads (restored afterwards).
 
     Raises:
-        TypeError: ``ids`` not an integer tensor. ValueError: ids outside ``[0, vocab_size)``, the sizes
-            :class:`GPTConfig` or ``fit`` refuse.
+        TypeError: ``ids`` not an integer tensor. ValueError: ids outside ``[0, vocab_size)``, an unknown
+            ``schedule`` or ``precision``, the sizes :class:`GPTConfig` or ``fit`` refuse.
     """
     seed = check_int("seed", seed, low=0)
     vocab_size = check_int("vocab_size", vocab_size)
     check_token_ids("ids", ids, vocab_size, ndim=1, layout="(n,)")
     config = GPTConfig(vocab_size, d_model, n_layers, n_heads, num_kv_heads=num_kv_heads,
                        max_len=check_int("length", length), positions=positions)
+    floor = {"constant": 1.0, "cosine": 0.1}[check_choice("schedule", schedule, ("constant", "cosine"))]
+    warmup = check_int("warmup", warmup, low=0, high=check_int("steps", steps) - 1)
+    autocast = {"float32": None, "bfloat16": torch.bfloat16}[check_choice("precision", precision,
+                                                                         ("float32", "bfloat16"))]
+    rate = None if (floor, warmup) == (1.0, 0) else (lambda step: warmup_cosine(step, steps, warmup, floor))
     with cpu_threads(threads):
         with seeded(seed):
             model = GPT(config, device=device)
         sample = text_sampler(ids, batch, length, seed)
         on_device = (lambda step: _to(sample(step), device)) if torch.device(device).type != "cpu" else sample
-        history = fit(model, on_device, steps, lr)
+        history = fit(model, on_device, steps, lr, schedule=rate, autocast=autocast)
     return model.eval(), history
 
 
