@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from fake_devices import CPU, MPS, T4
+from fake_devices import CPU, H100, MPS, T4
 
 from attention_course.data import load_corpus
 from attention_course.device import DeviceInfo
@@ -110,8 +110,9 @@ def test_the_plan_trains_the_cpu_configuration_off_cuda(info):
 
 
 def test_the_plan_on_a_gpu():
-    plan = gpt_plan(T4)
-    assert plan.device == "cuda" and plan.config == GPU_CONFIG and plan.note is None
+    plan = gpt_plan(T4)  # no bfloat16 tensor cores: float32
+    assert plan.device == "cuda" and plan.config == {**GPU_CONFIG, "precision": "float32"} and plan.note is None
+    assert gpt_plan(H100).config == {**GPU_CONFIG, "precision": "bfloat16"}
     full = DeviceInfo("cuda", "Tesla T4", T4.total_bytes, 100 * 2**20, (7, 5))
     assert gpt_plan(full).device == "cpu" and "Tesla T4" in gpt_plan(full).note
 

@@ -33,7 +33,7 @@ from .._checks import (
     describe,
 )
 from ..data import Corpus, text_sampler
-from ..device import DeviceInfo, memory_budget, seeded
+from ..device import DeviceInfo, compute_dtype, memory_budget, seeded
 from ..gpt import GPT, GPTConfig
 from ..measure import cpu_threads
 from ..objectives import warmup_cosine
@@ -299,12 +299,15 @@ class GPTPlan(NamedTuple):
 
 def gpt_plan(info: DeviceInfo) -> GPTPlan:
     """:data:`GPU_CONFIG` on a CUDA device with :data:`GPU_BYTES` to spare (:func:`~attention_course.device.
-    memory_budget`), otherwise :data:`CPU_CONFIG` on the CPU (one thread), with a note saying why."""
+    memory_budget`), in bfloat16 mixed precision where the device has bfloat16 tensor cores (compute capability 8
+    and up, :func:`~attention_course.device.compute_dtype`), float32 elsewhere (a T4's float16 would need loss
+    scaling), otherwise :data:`CPU_CONFIG` on the CPU (one thread), with a note saying why."""
     check_instance("info", info, DeviceInfo)
     if info.type == "cuda":
         budget = memory_budget(info)
         if budget is not None and budget >= GPU_BYTES:
-            return GPTPlan("cuda", None, dict(GPU_CONFIG), None)
+            precision = "bfloat16" if compute_dtype(info) == torch.bfloat16 else "float32"
+            return GPTPlan("cuda", None, {**GPU_CONFIG, "precision": precision}, None)
         return GPTPlan("cpu", 1, dict(CPU_CONFIG), f"{info.name} has too little free memory; training on the CPU")
     note = None if info.type == "cpu" else f"{info.type} is not used for chapter 7's run; training on the CPU"
     return GPTPlan("cpu", 1, dict(CPU_CONFIG), note)
