@@ -24,8 +24,6 @@ Usage:  python benchmarks/gpt_tokens.py                       (5 seeds x 4 arms,
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import multiprocessing
 import statistics
 import time
@@ -43,11 +41,6 @@ VOCABS = (512, 1024)
 CHARS_PER_WINDOW = CPU_CONFIG["length"]
 
 _CORPORA: dict = {}
-
-
-def merges_digest(tokenizer: BPETokenizer) -> str:
-    """SHA-256 of the merge list as JSON: the same on every machine (training is integer arithmetic)."""
-    return hashlib.sha256(json.dumps(tokenizer.merges).encode()).hexdigest()
 
 
 def corpora() -> dict:
@@ -105,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
             "validation_ids": corpus.validation.numel(), "validation_characters": corpus.characters,
             **{f"{n}_bpc": ngram_bits(corpus.train, corpus.validation, corpus.vocab_size, order) / corpus.characters
                for n, order in (("unigram", 1), ("bigram", 2))},
-            **({"merges_sha256": merges_digest(tok), "first_merges": [tok.token_bytes(256 + k).decode()
+            **({"merges_sha256": tok.digest(), "first_merges": [tok.token_bytes(256 + k).decode()
                                                                       for k in range(24)]} if tok else {}),
         }
         print(key, {k: v for k, v in tokenizations[key].items() if k != "first_merges"}, flush=True)

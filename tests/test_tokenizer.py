@@ -78,6 +78,7 @@ def test_a_merge_list_round_trips_through_the_constructor():
     again = BPETokenizer(SMALL.merges)
     text = "the naïve cat"
     assert again.encode(text) == SMALL.encode(text) and again.vocab_size == SMALL.vocab_size
+    assert again.digest() == SMALL.digest() != BPETokenizer(SMALL.merges[:-1]).digest()
 
 
 @pytest.mark.skipif(not CORPUS.exists(), reason="the corpus is in data/ of the checkout")

@@ -21,6 +21,8 @@ Python (seconds for the chapter's corpus).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -152,6 +154,11 @@ class BPETokenizer:
         top = self.vocab_size - 1
         return b"".join(self._bytes[check_int(f"ids[{k}]", i, low=0, high=top)]
                         for k, i in enumerate(ids)).decode("utf-8", errors="replace")
+
+    def digest(self) -> str:
+        """SHA-256 of the merge list (as JSON): the same on every machine, since training is integer counting with
+        a stated tie-break — two tokenizers with equal digests encode every text alike."""
+        return hashlib.sha256(json.dumps(self.merges).encode()).hexdigest()
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes one id stands for."""
