@@ -7,7 +7,9 @@ time, through ``attention_course.experiments.gpt.train_gpt``:
 * ``constant``: the chapter's run, 3e-3 throughout;
 * ``warmup``: a linear warm-up over the first 60 steps (a tenth of the run), then constant;
 * ``cosine``: no warm-up, half a cosine from 3e-3 down to 3e-4 at the last step;
-* ``warmup_cosine``: both (``attention_course.objectives.warmup_cosine``), the schedule of GPT-2/3 and nanoGPT.
+* ``warmup_cosine``: both (``attention_course.objectives.warmup_cosine``), the schedule of GPT-2/3 and nanoGPT;
+* ``constant`` and ``warmup_cosine`` again at twice and four times the peak rate (``_x2``, ``_x4``): a decaying
+  schedule is usually run at a higher peak than a constant one, and a warm-up is what lets a high peak train.
 
 A seed fixes the initial weights and the batches, so the arms are paired by seed. Each run is scored on the
 chapter's 1024 validation windows of 64 characters (bits per character).
@@ -15,7 +17,7 @@ chapter's 1024 validation windows of 64 characters (bits per character).
 Writes ``benchmarks/results/gpt_schedule.json`` with its provenance (``--out`` to write elsewhere); ``--workers``
 runs at a time, one thread each, each in its own process.
 
-Usage:  python benchmarks/gpt_schedule.py                    (5 seeds x 4 arms, about 40 s a run)
+Usage:  python benchmarks/gpt_schedule.py                    (5 seeds x 8 arms, about 40 s a run)
         python benchmarks/gpt_schedule.py --seeds 0 --steps 20 --out /tmp/gpt_schedule.json    (a quick check)
 """
 
@@ -35,6 +37,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "gpt_schedule.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / CORPUS_FILE  # fingerprinted by its bytes
 EVAL_WINDOWS = 1024
 WARMUP_FRACTION = 10  # the warm-up lasts steps // 10 steps
+PEAK_FACTORS = (2, 4)  # the higher peak rates, as multiples of CPU_CONFIG's
 
 _CORPUS: list = []
 
@@ -43,12 +46,16 @@ def arms(steps: int) -> dict[str, dict]:
     """Each arm's settings: the CPU configuration with its schedule changed."""
     warmup = steps // WARMUP_FRACTION
     base = {**CPU_CONFIG, "steps": steps}
-    return {
+    plan = {
         "constant": {**base},
         "warmup": {**base, "warmup": warmup},
         "cosine": {**base, "schedule": "cosine"},
         "warmup_cosine": {**base, "schedule": "cosine", "warmup": warmup},
     }
+    for factor in PEAK_FACTORS:
+        for name in ("constant", "warmup_cosine"):
+            plan[f"{name}_x{factor}"] = {**plan[name], "lr": base["lr"] * factor}
+    return plan
 
 
 def run_one(task: tuple[str, dict, int]) -> dict:
