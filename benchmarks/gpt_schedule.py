@@ -9,7 +9,8 @@ time, through ``attention_course.experiments.gpt.train_gpt``:
 * ``cosine``: no warm-up, half a cosine from 3e-3 down to 3e-4 at the last step;
 * ``warmup_cosine``: both (``attention_course.objectives.warmup_cosine``), the schedule of GPT-2/3 and nanoGPT;
 * ``constant`` and ``warmup_cosine`` again at twice and four times the peak rate (``_x2``, ``_x4``): a decaying
-  schedule is usually run at a higher peak than a constant one, and a warm-up is what lets a high peak train.
+  schedule is usually run at a higher peak than a constant one, and a warm-up is what lets a high peak train;
+  at four times, ``warmup`` and ``cosine`` alone too, to tell which part lets the higher peak train.
 
 A seed fixes the initial weights and the batches, so the arms are paired by seed. Each run is scored on the
 chapter's 1024 validation windows of 64 characters (bits per character).
@@ -17,7 +18,7 @@ chapter's 1024 validation windows of 64 characters (bits per character).
 Writes ``benchmarks/results/gpt_schedule.json`` with its provenance (``--out`` to write elsewhere); ``--workers``
 runs at a time, one thread each, each in its own process.
 
-Usage:  python benchmarks/gpt_schedule.py                    (5 seeds x 8 arms, about 40 s a run)
+Usage:  python benchmarks/gpt_schedule.py                    (5 seeds x 10 arms, about 40 s a run)
         python benchmarks/gpt_schedule.py --seeds 0 --steps 20 --out /tmp/gpt_schedule.json    (a quick check)
 """
 
@@ -55,6 +56,8 @@ def arms(steps: int) -> dict[str, dict]:
     for factor in PEAK_FACTORS:
         for name in ("constant", "warmup_cosine"):
             plan[f"{name}_x{factor}"] = {**plan[name], "lr": base["lr"] * factor}
+    for name in ("warmup", "cosine"):
+        plan[f"{name}_x{PEAK_FACTORS[-1]}"] = {**plan[name], "lr": base["lr"] * PEAK_FACTORS[-1]}
     return plan
 
 
