@@ -57,7 +57,7 @@ def _scores(model, hist) -> dict:
 
 
 def run_heads(seed: int) -> dict:
-    torch.set_num_threads(1)  # as the notebook: the same arithmetic on every CPU
+    torch.set_num_threads(1)  # as the notebook: one thread, the same arithmetic on a machine like this one
     model, hist = train_reversal(seed)
     probe, held = _probe(), _held_out()
     ad = anti_diagonal_shares(model, probe.src, probe.tgt, probe.lengths)

@@ -51,7 +51,7 @@ ARMS = {
 
 
 def train_arm(seed: int, clip: float | None, warmup: int, ramp: bool, norm_first: bool) -> dict[str, float]:
-    torch.set_num_threads(1)  # as the notebook: the same arithmetic on every CPU
+    torch.set_num_threads(1)  # as the notebook: one thread, the same arithmetic on a machine like this one
     model, hist = train_reversal(seed, clip=clip, warmup=warmup, ramp=ramp, norm_first=norm_first)
     held_out = data.reverse_digits(1000, 1, 10, torch.Generator().manual_seed(2), split="test")
     loss = np.array(hist.loss)

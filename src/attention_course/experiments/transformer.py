@@ -43,7 +43,7 @@ class ReversalPlan(NamedTuple):
     Attributes:
         device: ``"cuda"``, ``"mps"`` or ``"cpu"``.
         dtype: always ``torch.float32`` (see :func:`reversal_plan`).
-        threads: CPU threads to set (1 on the CPU, for the same arithmetic on every CPU), or None.
+        threads: CPU threads to set (1 on the CPU, so that a machine like the stored runs' repeats them), or None.
         config: :data:`REVERSAL_CONFIG`.
         note: one printable line when the plan departs from the device asked about, else None.
     """
