@@ -23,7 +23,13 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from attention_course.flash import flash_attention  # noqa: E402
-from attention_course.kernels import compile_for_gpu, flash_triton, triton_attention  # noqa: E402
+from attention_course.kernels import (  # noqa: E402
+    SHARED_MEMORY,
+    compile_for_gpu,
+    flash_triton,
+    tiles_for_gpu,
+    triton_attention,
+)
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -146,13 +152,13 @@ def test_non_contiguous_inputs():
 
 def test_tile_sizes_follow_the_head_size_and_dtype():
     half, single = torch.float16, torch.float32
-    assert flash_triton._blocks(24, half, None, None) == (128, 64, 32, 4)
-    assert flash_triton._blocks(64, torch.bfloat16, None, None) == (128, 64, 64, 4)
-    assert flash_triton._blocks(64, single, None, None) == (64, 32, 64, 4)
-    assert flash_triton._blocks(100, half, None, None) == (64, 64, 128, 4)
-    assert flash_triton._blocks(256, single, None, None) == (16, 16, 256, 4)
-    assert flash_triton._blocks(256, half, 16, 32) == (16, 32, 256, 4)
-    assert flash_triton._blocks(3, half, None, None)[2] == 16  # tl.dot wants sides ≥ 16
+    assert flash_triton.tile_sizes(24, half, None, None) == (128, 64, 32, 4)
+    assert flash_triton.tile_sizes(64, torch.bfloat16, None, None) == (128, 64, 64, 4)
+    assert flash_triton.tile_sizes(64, single, None, None) == (64, 32, 64, 4)
+    assert flash_triton.tile_sizes(100, half, None, None) == (64, 64, 128, 4)
+    assert flash_triton.tile_sizes(256, single, None, None) == (16, 16, 256, 4)
+    assert flash_triton.tile_sizes(256, half, 16, 32) == (16, 32, 256, 4)
+    assert flash_triton.tile_sizes(3, half, None, None)[2] == 16  # tl.dot wants sides ≥ 16
 
 
 @needs_triton
@@ -160,7 +166,7 @@ def test_tile_sizes_follow_the_head_size_and_dtype():
 def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
     """A GPU whose shared memory holds only 16 × 16 tiles (imitated: the launch raises triton's OutOfResources
     for larger ones, as a small GPU does): the launches retry with halved tiles and the result is still right."""
-    kernels = flash_triton._compiled(True)
+    kernels = flash_triton.kernels_for(True)
     tried = []
 
     class SmallGPU:
@@ -196,6 +202,16 @@ def test_the_kernels_compile_for_an_a100_without_one():
     assert (compiled.kernel, compiled.arch, compiled.block_d) == ("forward", 80, 16)
     assert 0 < compiled.shared_bytes <= 163 * 1024
     assert "mma.sync" in compiled.ptx and ".target sm_80" in compiled.ptx
+
+
+def test_the_kernels_compile_for_a_t4_and_their_tiles_shrink_to_fit_it():
+    """sm_75 (the T4, Colab's GPU) has 64 KiB of shared memory per program: the dK, dV kernel's default 16-bit tiles
+    at d = 64 need more (tiles_for_gpu returns the default tiles when they fit), so they are halved, as a launch
+    would halve them, until they fit."""
+    (fitted,) = tiles_for_gpu(75, torch.float16, 64, kernels=("dkdv",))
+    assert ".target sm_75" in fitted.ptx and fitted.shared_bytes <= SHARED_MEMORY[75]
+    block_m, block_n, _, _ = flash_triton.tile_sizes(64, torch.float16, None, None)
+    assert (fitted.block_m, fitted.block_n) == flash_triton.halve_tiles(block_m, block_n)  # one halving
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from attention_course.kernels.flash_triton import GpuCompilation, compile_for_gpu, triton_attention
+from attention_course.kernels.flash_triton import triton_attention
 
 from . import case
 
 Q = torch.randn(1, 2, 5, 16)
 KV = torch.randn(1, 2, 7, 16)
-
-#: compile_for_gpu's records, which no function takes back.
-RESULTS = [GpuCompilation]
 
 CASES = [
     case(triton_attention, lambda: triton_attention(Q.numpy(), KV, KV), TypeError, arg="q", says="torch tensor",
@@ -48,17 +45,4 @@ CASES = [
          says="power of two", id="kernels.triton_attention-block_q"),
     case(triton_attention, lambda: triton_attention(Q, KV, KV, block_k=8), ValueError, arg="block_k",
          id="kernels.triton_attention-block_k"),
-    case(compile_for_gpu, lambda: compile_for_gpu(70), ValueError, arg="arch", says="90",
-         id="kernels.compile_for_gpu-arch"),
-    case(compile_for_gpu, lambda: compile_for_gpu(90, torch.float64), TypeError, arg="dtype", says="bfloat16",
-         id="kernels.compile_for_gpu-dtype"),
-    case(compile_for_gpu, lambda: compile_for_gpu(90, "bf16"), TypeError, arg="dtype",
-         id="kernels.compile_for_gpu-dtype-string"),
-    case(compile_for_gpu, lambda: compile_for_gpu(90, d=512), ValueError, arg="d", id="kernels.compile_for_gpu-d"),
-    case(compile_for_gpu, lambda: compile_for_gpu(90, kernels="forward"), TypeError, arg="kernels",
-         id="kernels.compile_for_gpu-kernels-string"),
-    case(compile_for_gpu, lambda: compile_for_gpu(90, kernels=("backward",)), ValueError, arg="kernels",
-         says="'dq'", id="kernels.compile_for_gpu-kernels-name"),
-    case(compile_for_gpu, lambda: compile_for_gpu(90, block_k=48), ValueError, arg="block_k",
-         id="kernels.compile_for_gpu-block"),
 ]

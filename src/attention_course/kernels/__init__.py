@@ -3,6 +3,7 @@ compiled at their first call, so the package imports on machines without triton 
 
 from __future__ import annotations
 
-from .flash_triton import GpuCompilation, compile_for_gpu, interpreting, triton_attention
+from .aot import SHARED_MEMORY, GpuCompilation, compile_for_gpu, tiles_for_gpu
+from .flash_triton import interpreting, triton_attention
 
-__all__ = ["GpuCompilation", "compile_for_gpu", "interpreting", "triton_attention"]
+__all__ = ["SHARED_MEMORY", "GpuCompilation", "compile_for_gpu", "interpreting", "tiles_for_gpu", "triton_attention"]

@@ -27,28 +27,22 @@ skipped (the forward and ``dQ`` loops stop after the query block's last query; `
 
 **Without a GPU.** With ``TRITON_INTERPRET=1`` set before triton is first imported (this module imports it at
 the first call), Triton runs the same kernels in its numpy interpreter on CPU tensors, exact enough to test
-against ``F.scaled_dot_product_attention``; :func:`compile_for_gpu` compiles them for an NVIDIA architecture
-without one, to show that they compile and how much shared memory their tiles take.
+against ``F.scaled_dot_product_attention``; :mod:`attention_course.kernels.aot` compiles them for an NVIDIA
+architecture without one, to show that they compile and how much shared memory their tiles take.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from .._checks import (
     causal_offset,
-    check_choice,
-    check_dtype,
-    check_flag,
     check_int,
     check_real,
     check_same_device,
@@ -57,18 +51,18 @@ from .._checks import (
 )
 from ..tiled import TiledOutput
 
-__all__ = ["GpuCompilation", "compile_for_gpu", "interpreting", "triton_attention"]
+__all__ = ["interpreting", "triton_attention"]
 
-#: ``triton.language``, bound by :func:`_compiled` at the first call (the kernels below read it as a global).
+#: ``triton.language``, bound by :func:`kernels_for` at the first call (the kernels below read it as a global).
 tl: Any = None
 
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _LAYOUTS = {"q": "(batch, heads, n_q, d)", "k": "(batch, heads, n_k, d)", "v": "(batch, heads, n_k, d)"}
 MAX_HEAD_DIM = 256
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The kernels (plain functions here; _compiled() hands them to triton.jit at the first call)
+# The kernels (plain functions here; kernels_for() hands them to triton.jit at the first call)
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -122,7 +116,7 @@ def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -
     tl.store(LSE + rows, m + tl.log(ell), mask=rows < N_Q)
 
 
-#: The helpers as plain functions, kept whatever _compiled() binds their names to.
+#: The helpers as plain functions, kept whatever kernels_for() binds their names to.
 _HELPERS = {"_load_rows": _load_rows, "_visible": _visible}
 
 
@@ -199,7 +193,7 @@ def interpreting() -> bool:
 
 
 @functools.cache
-def _compiled(interpret: bool) -> SimpleNamespace:
+def kernels_for(interpret: bool) -> SimpleNamespace:
     """The three kernels through ``triton.jit`` (which reads ``TRITON_INTERPRET`` now: hence one set per mode),
     and triton's error for a tile that does not fit the GPU."""
     global tl
@@ -226,7 +220,7 @@ def _compiled(interpret: bool) -> SimpleNamespace:
                            dq=triton.jit(_dq_kernel), OutOfResources=OutOfResources)
 
 
-def _blocks(d: int, dtype: torch.dtype, block_q: int | None, block_k: int | None) -> tuple[int, int, int, int]:
+def tile_sizes(d: int, dtype: torch.dtype, block_q: int | None, block_k: int | None) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps) for head size ``d`` and the inputs' dtype: smaller tiles for larger
     heads and for float32, so that a program's tiles fit a GPU's shared memory (compiled for sm_80, 16-bit
     d = 64 on 128 × 64 tiles uses 24 KiB in the forward kernel and 66 KiB in the dK, dV kernel). A tile that
@@ -242,6 +236,12 @@ def _blocks(d: int, dtype: torch.dtype, block_q: int | None, block_k: int | None
     return block_q or m, block_k or n, block_d, 4
 
 
+def halve_tiles(block_m: int, block_n: int) -> tuple[int, int]:
+    """The next smaller tiles to try when a launch runs out of shared memory: the larger side halved (the key
+    side first). :func:`attention_course.kernels.aot.tiles_for_gpu` follows the same steps ahead of time."""
+    return (block_m, block_n // 2) if block_n >= block_m else (block_m // 2, block_n)
+
+
 #: (kernel, device, dtype, d, tiles asked for) → the tiles that fitted, so that a GPU too small for the default
 #: tiles pays for the failed launches once.
 _FITTED: dict[tuple, tuple[int, int]] = {}
@@ -251,7 +251,7 @@ def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, causal: bool, bl
     """Run kernel ``name`` over a grid of (tiles of ``rows``, batch · heads); ``rows`` is counted in BLOCK_M
     (forward, dQ) or BLOCK_N (dK, dV) tiles. On triton's OutOfResources (the tiles need more shared memory than
     this GPU has), halve the larger tile and try again, down to 16 × 16."""
-    kernels = _compiled(interpreting())
+    kernels = kernels_for(interpreting())
     block_m, block_n, block_d, warps = blocks
     key = (name, x.device, x.dtype, block_d, block_m, block_n)
     block_m, block_n = _FITTED.get(key, (block_m, block_n))
@@ -266,7 +266,7 @@ def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, causal: bool, bl
         except kernels.OutOfResources:
             if max(block_m, block_n) <= 16:
                 raise
-            block_m, block_n = (block_m, block_n // 2) if block_n >= block_m else (block_m // 2, block_n)
+            block_m, block_n = halve_tiles(block_m, block_n)
             continue
         _FITTED[key] = (block_m, block_n)
         return
@@ -327,7 +327,7 @@ def _check_interpreter(dtype: torch.dtype) -> None:
                            "interpreter converts loop bounds in a way NumPy 2.4 refuses; use NumPy < 2.4 or a GPU")
 
 
-def _check_block(name: str, value: object) -> int | None:
+def check_tile(name: str, value: object) -> int | None:
     if value is None:
         return None
     value = check_int(name, value, low=16)
@@ -375,7 +375,7 @@ def triton_attention(
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, ndim=4, layout=_LAYOUTS[name])
-        if t.dtype not in _DTYPES:
+        if t.dtype not in DTYPES:
             raise TypeError(f"{name} must be float32, float16 or bfloat16, got {describe(t)}")
         if t.dtype != q.dtype:
             raise TypeError(f"{name} must have the dtype of q ({q.dtype}), got {t.dtype}")
@@ -399,102 +399,8 @@ def triton_attention(
                          f"n_k = {k.shape[2]}; for new queries after cached keys use flash_attention(causal=...)")
     causal = offset is not None
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
-    blocks = _blocks(d, q.dtype, _check_block("block_q", block_q), _check_block("block_k", block_k))
+    blocks = tile_sizes(d, q.dtype, check_tile("block_q", block_q), check_tile("block_k", block_k))
     if device.type == "cpu":  # the arguments first, then whether this machine's interpreter can run them
         _check_interpreter(q.dtype)
     out, lse = _TritonAttention.apply(q, k, v, scale, causal, blocks)
     return TiledOutput(out, lse)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Compiling for a GPU one does not have
-# ---------------------------------------------------------------------------------------------------------------
-
-_TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-_POINTERS = {"forward": ("Q", "K", "V", "O", "LSE*"), "dkdv": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DK", "DV"),
-             "dq": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DQ")}  # *: float32 whatever the inputs' dtype
-
-
-class GpuCompilation(NamedTuple):
-    """One kernel compiled ahead of time for an NVIDIA architecture by :func:`compile_for_gpu`."""
-
-    kernel: str  #: "forward", "dkdv" or "dq"
-    arch: int  #: compute capability × 10: 80 for an A100, 90 for an H100
-    block_m: int
-    block_n: int
-    block_d: int
-    shared_bytes: int  #: shared memory one program needs (the GPU's limit per block: 64 KiB on a T4, 163 on an A100)
-    ptx: str  #: the PTX assembly Triton generated (``mma`` instructions are the tensor cores)
-
-
-def compile_for_gpu(
-    arch: int = 90,
-    dtype: torch.dtype = torch.bfloat16,
-    d: int = 64,
-    *,
-    causal: bool = False,
-    kernels: tuple[str, ...] = ("forward", "dkdv", "dq"),
-    block_q: int | None = None,
-    block_k: int | None = None,
-) -> list[GpuCompilation]:
-    """Compile the kernels for an NVIDIA GPU without one: Triton's compiler and ``ptxas`` run on the CPU, so a
-    machine with no GPU can check that the code compiles for, say, an H100 and how much shared memory its tiles
-    take (what decides whether a launch fits a smaller GPU). Runs in a fresh Python without ``TRITON_INTERPRET``
-    (triton compiles for a GPU only if imported that way); takes a few seconds per kernel.
-
-    Args:
-        arch: compute capability × 10, one of 80 (A100), 86, 89 (consumer Ampere, Ada), 90 (H100).
-        dtype: the inputs' dtype (float32, float16 or bfloat16).
-        d: head size, 1 to 256; causal, block_q, block_k: as :func:`triton_attention`.
-        kernels: which of "forward", "dkdv", "dq" to compile.
-
-    Raises:
-        TypeError, ValueError: bad arguments. ImportError: triton is not installed. RuntimeError: the compiler
-            failed (its message attached).
-    """
-    arch = check_choice("arch", arch, (80, 86, 89, 90))
-    dtype = check_dtype("dtype", dtype)
-    if dtype not in _DTYPES:
-        raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
-    d = check_int("d", d, high=MAX_HEAD_DIM)
-    causal = check_flag("causal", causal)
-    if isinstance(kernels, str) or not isinstance(kernels, (tuple, list)) or not kernels:
-        raise TypeError(f"kernels must be a non-empty tuple of kernel names, got {describe(kernels)}")
-    for name in kernels:
-        check_choice("kernels", name, tuple(_POINTERS))
-    block_m, block_n, block_d, warps = _blocks(d, dtype, _check_block("block_q", block_q),
-                                               _check_block("block_k", block_k))
-    # In a fresh Python without TRITON_INTERPRET: triton compiles for a GPU only if it was imported that way.
-    request = {"arch": arch, "dtype": _TRITON_TYPES[dtype], "kernels": list(kernels), "warps": warps,
-               "constants": {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}}
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    code = f"from attention_course.kernels.flash_triton import _compile_here; _compile_here({json.dumps(request)!r})"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if done.returncode:
-        if "must have triton" in done.stderr:
-            raise ImportError(done.stderr.strip().splitlines()[-1].split(": ", 1)[-1])
-        raise RuntimeError(f"compiling for sm_{arch} failed:\n{done.stderr[-2000:]}")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return [GpuCompilation(name, arch, block_m, block_n, block_d, shared, ptx) for name, shared, ptx in found]
-
-
-def _compile_here(request: str) -> None:
-    """compile_for_gpu's work, in the fresh process it starts: prints [(kernel, shared bytes, PTX)] as JSON."""
-    request = json.loads(request)
-    compiled = _compiled(False)
-    import triton  # after _compiled, which explains a missing triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    pointer = f"*{request['dtype']}"
-    scalars = {"scale": "fp32", "N_Q": "i32", "N_K": "i32", "D": "i32"}
-    constants = request["constants"]
-    found = []
-    for name in request["kernels"]:
-        pointers = {p.rstrip("*"): "*fp32" if p.endswith("*") else pointer for p in _POINTERS[name]}
-        signature = pointers | scalars | dict.fromkeys(constants, "constexpr")
-        kernel = triton.compile(ASTSource(getattr(compiled, name), signature, constants),
-                                target=GPUTarget("cuda", request["arch"], 32), options={"num_warps": request["warps"]})
-        found.append((name, kernel.metadata.shared, kernel.asm["ptx"]))
-    print(json.dumps(found))
