@@ -1,13 +1,13 @@
 """Chapter 7's schedule: does the warm-up-then-cosine learning rate of GPT training matter at the chapter's budget?
 
 The chapter's character model (``CPU_CONFIG``: 2 layers, d_model 64, 4 heads, rotary positions, 600 steps of 32
-windows of 64 characters, AdamW at a peak rate of 3e-3, one CPU thread) trained with four schedules, one change at a
-time, through ``attention_course.experiments.gpt.train_gpt``:
+windows of 64 characters, AdamW at a peak rate of 3e-3, one CPU thread) trained ten ways, one change at a time, through
+``attention_course.experiments.gpt.train_gpt``:
 
 * ``constant``: the chapter's run, 3e-3 throughout;
 * ``warmup``: a linear warm-up over the first 60 steps (a tenth of the run), then constant;
 * ``cosine``: no warm-up, half a cosine from 3e-3 down to 3e-4 at the last step;
-* ``warmup_cosine``: both (``attention_course.objectives.warmup_cosine``), the schedule of GPT-2/3 and nanoGPT;
+* ``warmup_cosine``: both (``attention_course.objectives.warmup_cosine``), the schedule of GPT-3 and nanoGPT;
 * ``constant`` and ``warmup_cosine`` again at twice and four times the peak rate (``_x2``, ``_x4``): a decaying
   schedule is usually run at a higher peak than a constant one, and a warm-up is what lets a high peak train;
   at four times, ``warmup`` and ``cosine`` alone too, to tell which part lets the higher peak train.

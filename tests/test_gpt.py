@@ -164,10 +164,12 @@ def test_gpt2_state_dict_gives_transformers_logits(transformers, dtype):
                                      bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(config).to(dtype).eval()
-    with torch.no_grad():  # random LayerNorm parameters too, so that a swapped or missing one shows
+    with torch.no_grad():  # random LayerNorm parameters and biases too, so that a swapped or missing one shows
         for name, p in hf.named_parameters():
             if "ln" in name:
                 p.normal_(1.0 if name.endswith("weight") else 0.0, 0.1)
+            elif name.endswith("bias"):
+                p.normal_(0.0, 0.1)
     ours = from_gpt2_state_dict(hf.state_dict(), gpt2_config(config))
     assert ours.config.activation == "gelu_tanh" and ours.config.positions == "learned"
     x = torch.randint(0, 101, (3, 40))

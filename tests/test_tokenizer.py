@@ -38,8 +38,9 @@ def test_ties_do_not_depend_on_the_order_of_the_text():
     assert a.merges[0] == (32, 97)  # " a": the smallest of (32, 97), (97, 98), (32, 99), (99, 100)
 
 
-def _recount_every_step(text: str, vocab_size: int) -> list[tuple[int, int]]:
-    """The definition of training, without the incremental bookkeeping: recount every pair after every merge."""
+def _recount_every_step(text: str, vocab_size: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """The definition of training, without the incremental bookkeeping: recount every pair after every merge.
+    Returns the merges and the text's chunks as training left them."""
     words = [list(chunk.encode("utf-8")) for chunk in CHUNK.findall(text)]
     merges = []
     for new in range(256, vocab_size):
@@ -49,13 +50,16 @@ def _recount_every_step(text: str, vocab_size: int) -> list[tuple[int, int]]:
         best = min(pairs, key=lambda p: (-pairs[p], p))
         merges.append(best)
         words = [_merge(ids, best, new) for ids in words]
-    return merges
+    return merges, words
 
 
 @given(st.text(alphabet="ab c\n", max_size=60) | st.text(max_size=30), st.integers(256, 300))
 @settings(max_examples=200, deadline=None)
 def test_incremental_training_equals_recounting_every_step(text, vocab_size):
-    assert BPETokenizer.train(text, vocab_size).merges == _recount_every_step(text, vocab_size)
+    merges, words = _recount_every_step(text, vocab_size)
+    tok = BPETokenizer.train(text, vocab_size)
+    assert tok.merges == merges
+    assert tok.encode(text) == [i for ids in words for i in ids]  # encoding replays training
 
 
 @given(st.text())

@@ -48,7 +48,7 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 
 
 
 def warmup_cosine(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
-    r"""The usual schedule of GPT training (GPT-2 and -3, nanoGPT; chapter 7) as a multiplier of the peak rate at
+    r"""The usual schedule of GPT training (GPT-3, nanoGPT; chapter 7) as a multiplier of the peak rate at
     ``step`` (counted from 0) of ``steps``: a linear warm-up, :math:`(\text{step} + 1)/\text{warmup}` for the first
     ``warmup`` steps, then half a cosine from 1 down to ``floor`` at the last step,
     :math:`\text{floor} + (1 - \text{floor})\,\tfrac12\,(1 + \cos \pi u)`, :math:`u` running from 0 to 1.

@@ -9,8 +9,9 @@ Two conventions, stated because they decide the merge list:
 
 * **Chunks.** The text is first cut into chunks — a run of non-space characters with at most one space before it,
   or a run of whitespace (:data:`CHUNK`) — and no merge crosses a chunk's edge, so a token never spans two words
-  (GPT-2 cuts finer, with a regular expression that also separates letters, digits and punctuation). The cut is
-  lossless: the chunks joined are the text.
+  (GPT-2 cuts finer, with a regular expression that also separates letters, digits and punctuation, and that
+  leaves the last space of a run of whitespace to the word after it, where :data:`CHUNK` keeps the run whole). The
+  cut is lossless: the chunks joined are the text.
 * **Ties.** When several pairs are equally frequent, the smallest pair ``(a, b)`` (compared as a tuple of ids)
   is merged first, so the merge list is a function of the text alone.
 

@@ -164,7 +164,7 @@ def fit_gpt(ids: torch.Tensor, vocab_size: int, seed: int, *, d_model: int = 64,
             warmup: int = 0, precision: str = "float32", threads: int | None = 1,
             device: str | torch.device = "cpu") -> tuple[GPT, History]:
     """A :class:`~attention_course.gpt.GPT` over ``vocab_size`` ids trained on the stream ``ids`` ``(n,)``: what
-    :func:`train_gpt` trains on characters, and §7.9 on BPE tokens. Returns the model (eval mode) and its history.
+    :func:`train_gpt` trains on characters, and §7.8 on BPE tokens. Returns the model (eval mode) and its history.
 
     ``seed`` fixes the initial weights (:func:`~attention_course.device.seeded`) and the batches (windows of
     ``length`` ids at random offsets, :func:`~attention_course.data.text_sampler`). :func:`~attention_course.train.
