@@ -14,6 +14,8 @@ The package's model runs attention through PyTorch's fused ``F.scaled_dot_produc
 
 Usage:  python benchmarks/bench_transformer.py                 (d_model 128, 4 heads, 2+2 layers, batch 32, n 32)
         python benchmarks/bench_transformer.py --steps 60 --threads 2 --norm-first
+        python benchmarks/bench_transformer.py --device cuda --autocast bfloat16 --d-model 512 --heads 8 --layers 6 \
+            --ff 2048 --batch 64 --n 128 --out benchmarks/results/bench_transformer_cuda.json
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads (default: PyTorch's choice)")
     p.add_argument("--norm-first", action="store_true", help="pre-LN layers")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--autocast", default=None, choices=["bfloat16", "float16"],
+                   help="time both models under torch.autocast in this dtype (they are checked in float32)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")  # nested-tensor / mask-type notices
@@ -55,31 +60,36 @@ def main(argv: list[str] | None = None) -> float:
                norm_first=args.norm_first)
     ref = nn.Transformer(**cfg)
     ours = from_torch(ref)
+    ref, ours = ref.to(args.device), ours.to(args.device)
     opt_ref = torch.optim.Adam(ref.parameters(), lr=1e-4)
     opt_ours = torch.optim.Adam(ours.parameters(), lr=1e-4)
 
     gen = torch.Generator().manual_seed(1)
     b, n, d = args.batch, args.n, args.d_model
-    src, tgt, target = (torch.randn(b, n, d, generator=gen) for _ in range(3))
+    src, tgt, target = (torch.randn(b, n, d, generator=gen).to(args.device) for _ in range(3))
     lengths = torch.randint(n // 2, n + 1, (b,), generator=gen)
     lengths[0] = n
-    key_mask = torch.arange(n)[None, :] < lengths[:, None]  # package convention: True = real token
-    causal = nn.Transformer.generate_square_subsequent_mask(n)  # PyTorch's: -inf above the diagonal
+    key_mask = (torch.arange(n)[None, :] < lengths[:, None]).to(args.device)  # package convention: True = real
+    causal = nn.Transformer.generate_square_subsequent_mask(n, device=args.device)  # PyTorch's: -inf above
     weight = key_mask[..., None].float()  # the loss ignores padded target positions
+    amp = torch.autocast(args.device, dtype=getattr(torch, args.autocast or "bfloat16"),
+                         enabled=args.autocast is not None)
 
     def step_ref() -> torch.Tensor:
-        out = ref(src, tgt, tgt_mask=causal, tgt_is_causal=True, src_key_padding_mask=~key_mask,
-                  tgt_key_padding_mask=~key_mask, memory_key_padding_mask=~key_mask)
-        loss = F.mse_loss(out * weight, target * weight)
+        with amp:
+            out = ref(src, tgt, tgt_mask=causal, tgt_is_causal=True, src_key_padding_mask=~key_mask,
+                      tgt_key_padding_mask=~key_mask, memory_key_padding_mask=~key_mask)
+            loss = F.mse_loss(out.float() * weight, target * weight)
         opt_ref.zero_grad(set_to_none=True)
         loss.backward()
         opt_ref.step()
         return loss
 
     def step_ours() -> torch.Tensor:
-        out = ours(src, tgt, tgt_is_causal=True, src_key_mask=key_mask, tgt_key_mask=key_mask,
-                   memory_key_mask=key_mask)
-        loss = F.mse_loss(out * weight, target * weight)
+        with amp:
+            out = ours(src, tgt, tgt_is_causal=True, src_key_mask=key_mask, tgt_key_mask=key_mask,
+                       memory_key_mask=key_mask)
+            loss = F.mse_loss(out.float() * weight, target * weight)
         opt_ours.zero_grad(set_to_none=True)
         loss.backward()
         opt_ours.step()
@@ -93,21 +103,24 @@ def main(argv: list[str] | None = None) -> float:
                 memory_key_padding_mask=~key_mask)
         c = ours(src, tgt, tgt_is_causal=True, src_key_mask=key_mask, tgt_key_mask=key_mask,
                  memory_key_mask=key_mask)
-    torch.testing.assert_close(c[key_mask], a[key_mask], atol=1e-5, rtol=1e-4)
+    # a GPU's attention kernels round otherwise than its CPU's: a looser float32 tolerance there
+    tol = 1e-5 if args.device == "cpu" else 1e-4
+    torch.testing.assert_close(c[key_mask], a[key_mask], atol=tol, rtol=1e-4)
     ref.train()
     ours.train()
 
     tokens = 2 * b * n
+    dtype = f"float32 weights, {args.autocast} autocast" if args.autocast else "float32"
     with cpu_threads(args.threads):
         threads = torch.get_num_threads()
         times = time_interleaved({"nn.Transformer": step_ref, "Transformer": step_ours}, reps=args.steps,
-                                 warmup=args.warmup)
+                                 warmup=args.warmup, device=args.device if args.device == "cuda" else None)
     t_ref, t_ours = times["nn.Transformer"], times["Transformer"]
     ratios = [a / c for a, c in zip(t_ref, t_ours, strict=True)]  # = speed(ours) / speed(ref), per step pair
     ratio = statistics.median(ratios)
     print(f"config: d_model {d}, heads {args.heads}, {args.layers}+{args.layers} layers, d_ff {args.ff}, "
           f"dropout {args.dropout}, {'pre' if args.norm_first else 'post'}-LN, batch {b}, n_src = n_tgt = {n}, "
-          f"float32, padding + causal masks, Adam, {args.steps} interleaved training steps each, "
+          f"{dtype}, padding + causal masks, Adam, {args.steps} interleaved training steps each, "
           f"{threads} thread(s)")
     print(f"nn.Transformer : median {tokens / statistics.median(t_ref):9.0f} tokens/s")
     print(f"Transformer    : median {tokens / statistics.median(t_ours):9.0f} tokens/s")
@@ -119,8 +132,8 @@ def main(argv: list[str] | None = None) -> float:
         "ratios": ratios,
     }
     settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_used": threads,
-                "dtype": "float32", "tokens_per_step": tokens}
-    print(f"results written to {write_results(args.out, results, settings, code=[main])}")
+                "dtype": dtype, "tokens_per_step": tokens}
+    print(f"results written to {write_results(args.out, results, settings, device=args.device, code=[main])}")
     return ratio
 
 
