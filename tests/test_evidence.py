@@ -58,6 +58,8 @@ def test_the_matching_machine_is_held_to_every_seed():
     # live seeds named explicitly
     assert check.compare("loss", [0.13], STORED, live_seeds=[3]).agrees
     assert "per seed" in check.report()
+    # the report shows the decisive test: each live value beside its stored twin, and the tolerance
+    assert f"0.13 vs {STORED[3]:.6g}, equal to rtol 1e-09" in check.report()
 
 
 def test_a_threads_change_is_another_machine():

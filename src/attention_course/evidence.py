@@ -123,6 +123,8 @@ class Comparison:
     stored: tuple[float, ...]
     allowed: float  # the largest difference of means (spread), or the stored difference (sign)
     difference: float  # mean(live) − mean(stored) (spread, per seed) or the live difference (sign)
+    twins: tuple[tuple[float, float], ...] = ()  # per seed: (live, its stored twin), compared to ``rtol``
+    rtol: float = 0.0
 
     def detail(self) -> str:
         def show(xs: Sequence[float]) -> str:
@@ -130,9 +132,14 @@ class Comparison:
         if self.check == "sign":
             return (f"{self.name}: stored difference {self.allowed:+.4g}, live {self.difference:+.4g} "
                     f"({'same sign' if self.agrees else 'SIGN DIFFERS'})")
+        verdict = "" if self.agrees else "  DISAGREES"
+        if self.twins:  # the decisive test: each live run equals its stored twin
+            pairs = ", ".join(f"{a:.6g} vs {b:.6g}" for a, b in self.twins)
+            return (f"{self.name}: live vs its stored seed {pairs}, equal to rtol {self.rtol:g} (per seed; "
+                    f"and within the seeds' spread: difference of means {self.difference:+.3g}, allowed "
+                    f"±{self.allowed:.3g})" + verdict)
         return (f"{self.name}: live {show(self.live)}, stored {show(self.stored)}; "
-                f"difference {self.difference:+.3g}, allowed ±{self.allowed:.3g} ({self.check})"
-                + ("" if self.agrees else "  DISAGREES"))
+                f"difference {self.difference:+.3g}, allowed ±{self.allowed:.3g} ({self.check})" + verdict)
 
 
 class LiveCheck:
@@ -168,14 +175,15 @@ class LiveCheck:
         difference = statistics.fmean(live) - statistics.fmean(stored)
         allowed = Z_AGREE * _standard_error(live, stored) + atol
         agrees = abs(difference) <= allowed
-        check = "spread"
+        check, twins = "spread", ()
         if self.same_machine:
             check = "per seed"
             seeds = list(stored_seeds) if stored_seeds is not None else list(range(len(stored)))
             mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
             pairs = [(v, stored[seeds.index(s)]) for v, s in zip(live, mine, strict=True)]
             agrees = agrees and all(math.isclose(a, b, rel_tol=stored_rtol, abs_tol=1e-12) for a, b in pairs)
-        result = Comparison(name, check, agrees, live, stored, allowed, difference)
+            twins = tuple(pairs)
+        result = Comparison(name, check, agrees, live, stored, allowed, difference, twins, stored_rtol)
         self.comparisons.append(result)
         return result
 
