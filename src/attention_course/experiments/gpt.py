@@ -51,6 +51,7 @@ __all__ = [
     "head_scores",
     "map_scores",
     "ngram_bits_per_char",
+    "ngram_log_probs",
     "shuffle_maps",
     "shuffled_scores",
     "train_gpt",
@@ -97,6 +98,27 @@ def _check_windows(windows: object, vocab: int | None = None) -> torch.Tensor:
     return w
 
 
+def ngram_log_probs(train: torch.Tensor, vocab: int, order: int) -> torch.Tensor:
+    r"""The add-one-smoothed n-gram model of ``train`` (ids ``(n,)`` in ``[0, vocab)``, at least two) as natural
+    log-probabilities, float64: ``order`` 1, the unigram :math:`\ln p(c) = \ln\frac{N_c + 1}{N + V}`, ``(vocab,)``;
+    2, the bigram :math:`\ln p(c \mid b) = \ln\frac{N_{bc} + 1}{N_b + V}`, ``(vocab, vocab)`` indexed ``[b, c]``.
+    The one table behind :func:`ngram_bits_per_char` and :func:`attention_course.experiments.tokens.ngram_bits`.
+
+    Raises:
+        TypeError: ``train`` not integer. ValueError: ids out of range, fewer than two ids, ``order`` not 1 or 2.
+    """
+    vocab = check_int("vocab", vocab)
+    check_token_ids("train", train, vocab, ndim=1, layout="(n,)")
+    if train.numel() < 2:
+        raise ValueError(f"train must hold at least two ids to count pairs in, got {train.numel()}")
+    order = check_int("order", order, low=1, high=2)
+    if order == 1:
+        counts = torch.bincount(train, minlength=vocab).double() + 1
+        return (counts / counts.sum()).log()
+    pairs = torch.bincount(train[:-1] * vocab + train[1:], minlength=vocab * vocab).double().view(vocab, vocab) + 1
+    return (pairs / pairs.sum(dim=1, keepdim=True)).log()
+
+
 def ngram_bits_per_char(train: torch.Tensor, windows: torch.Tensor, vocab: int, order: int) -> float:
     r"""Bits per character of an add-one-smoothed n-gram model (``order`` 1: unigram, 2: bigram) estimated on
     ``train`` (ids ``(n,)`` in ``[0, vocab)``) and scored on the same characters as :func:`bits_per_char`: the last
@@ -108,17 +130,10 @@ def ngram_bits_per_char(train: torch.Tensor, windows: torch.Tensor, vocab: int, 
     Raises:
         TypeError: ids not integer tensors. ValueError: ids out of range, an empty ``train``, ``order`` not 1 or 2.
     """
-    vocab = check_int("vocab", vocab)
-    check_token_ids("train", train, vocab, ndim=1, layout="(n,)")
-    if train.numel() < 2:
-        raise ValueError(f"train must hold at least two ids to count pairs in, got {train.numel()}")
+    log_p = ngram_log_probs(train, vocab, order)
     w = _check_windows(windows, vocab)
-    order = check_int("order", order, low=1, high=2)
     if order == 1:
-        counts = torch.bincount(train, minlength=vocab).double() + 1
-        return float(-(counts / counts.sum()).log()[w[:, 1:]].mean() / LN2)
-    pairs = torch.bincount(train[:-1] * vocab + train[1:], minlength=vocab * vocab).double().view(vocab, vocab) + 1
-    log_p = (pairs / pairs.sum(dim=1, keepdim=True)).log()
+        return float(-log_p[w[:, 1:]].mean() / LN2)
     return float(-log_p[w[:, :-1], w[:, 1:]].mean() / LN2)
 
 

@@ -30,7 +30,7 @@ from ..gpt import GPT
 from ..measure import cpu_threads
 from ..tokenizer import BPETokenizer
 from ..train import History
-from .gpt import fit_gpt
+from .gpt import fit_gpt, ngram_log_probs
 
 __all__ = ["TokenCorpus", "TokenRun", "bpe_corpus", "char_corpus", "model_bits", "ngram_bits", "train_tokens"]
 
@@ -72,11 +72,6 @@ def bpe_corpus(tokenizer: BPETokenizer, train_text: str, validation_text: str) -
                        len(validation_text))
 
 
-def _unigram_log2(train: torch.Tensor, vocab: int) -> torch.Tensor:
-    counts = torch.bincount(train, minlength=vocab).double() + 1
-    return (counts / counts.sum()).log2()
-
-
 def _check_streams(train: object, ids: object, vocab: object) -> int:
     vocab = check_int("vocab", vocab)
     check_token_ids("train", train, vocab, ndim=1, layout="(n_train,)")
@@ -96,13 +91,11 @@ def ngram_bits(train: torch.Tensor, ids: torch.Tensor, vocab: int, order: int) -
             empty ``ids``, ``order`` not 1 or 2.
     """
     vocab = _check_streams(train, ids, vocab)
-    order = check_int("order", order, low=1, high=2)
-    unigram = _unigram_log2(train, vocab)
+    log_p = ngram_log_probs(train, vocab, order)
     if order == 1:
-        return float(-unigram[ids].sum())
-    pairs = torch.bincount(train[:-1] * vocab + train[1:], minlength=vocab * vocab).double().view(vocab, vocab) + 1
-    log2_p = (pairs / pairs.sum(dim=1, keepdim=True)).log2()
-    return float(-unigram[ids[0]] - log2_p[ids[:-1], ids[1:]].sum())
+        return float(-log_p[ids].sum() / LN2)
+    first = -ngram_log_probs(train, vocab, 1)[ids[0]]  # the first id has no id before it
+    return float((first - log_p[ids[:-1], ids[1:]].sum()) / LN2)
 
 
 @torch.no_grad()
@@ -120,7 +113,7 @@ def model_bits(model: GPT, train: torch.Tensor, ids: torch.Tensor, *, length: in
     vocab = _check_streams(train, ids, model.config.vocab_size)
     length = check_int("length", length, high=model.config.max_len)
     batch = check_int("batch", batch)
-    first = _unigram_log2(train, vocab)
+    first = ngram_log_probs(train, vocab, 1) / LN2  # log2 of the unigram, for each window's first id
     n_full = ids.numel() // length
     windows = [ids[: n_full * length].view(n_full, length)] if n_full else []
     if ids.numel() % length:
