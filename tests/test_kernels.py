@@ -30,6 +30,7 @@ from attention_course.kernels import (  # noqa: E402
     tiles_for_gpu,
     triton_attention,
 )
+from attention_course.masks import causal_mask  # noqa: E402
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -99,21 +100,72 @@ def test_default_tiles_and_a_given_scale(causal):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def _masked_reference(q, k, v, mask):
+    """Attention in float64 with an explicit mask (True = may attend), a row that sees no key giving zeros — the
+    package's convention (F.sdpa gives NaN there) — with its gradients; grouped keys repeated per query head."""
+    group = q.shape[1] // k.shape[1]
+    q64, k64, v64 = (t.detach().double().requires_grad_(True) for t in (q, k, v))
+    scores = (q64 @ k64.repeat_interleave(group, 1).transpose(-2, -1)) / q.shape[-1] ** 0.5
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+    return weights @ v64.repeat_interleave(group, 1), (q64, k64, v64)
+
+
+def _check_against(out, q, k, v, mask, *, atol=1e-5):
+    reference, leaves = _masked_reference(q, k, v, mask)
+    torch.testing.assert_close(out.double(), reference, atol=atol, rtol=1e-5)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+    mine = _grads(out, (q, k, v), grad_out)
+    for a, b in zip(mine, _grads(reference, leaves, grad_out.double()), strict=True):
+        torch.testing.assert_close(a.double(), b, atol=atol, rtol=1e-5)
+
+
 @needs_triton
 @needs_interpreter
-def test_named_alignments():
-    """The alignment named as masks.causal_mask names it: "upper_left" is causal=True, whatever n_q and n_k;
-    "lower_right" is the same mask when n_q = n_k, and refused otherwise (the kernels' diagonal is upper-left)."""
-    q, k, v = _inputs(1, 2, 20, 33, 16, seed=5)
-    a, _ = triton_attention(q, k, v, causal=True)
-    b, _ = triton_attention(q, k, v, causal="upper_left")
+@pytest.mark.parametrize(("n_q", "n_k"), [(20, 33), (33, 20), (1, 40), (17, 17)])
+def test_both_alignments_inside_the_kernels(n_q, n_k):
+    """The alignment named as masks.causal_mask names it, against an explicit mask: "upper_left" is causal=True;
+    "lower_right" puts the queries last (one new token sees every cached key; with n_q > n_k the first queries
+    see none and give zeros, lse -inf)."""
+    q, k, v = _inputs(1, 2, n_q, n_k, 16, seed=n_q + n_k)
+    for alignment in ("upper_left", "lower_right"):
+        out, lse = triton_attention(q, k, v, causal=alignment, block_q=16, block_k=16)
+        mask = causal_mask(n_q, n_k, alignment=alignment)
+        _check_against(out, q, k, v, mask)
+        assert torch.equal(torch.isinf(lse[0, 0]), ~mask.any(-1))  # -inf exactly where a row sees no key
+    a, _ = triton_attention(q, k, v, causal=True, block_q=16, block_k=16)
+    b, _ = triton_attention(q, k, v, causal="upper_left", block_q=16, block_k=16)
     torch.testing.assert_close(a, b, atol=0, rtol=0)
-    with pytest.raises(ValueError, match="upper-left"):
-        triton_attention(q, k, v, causal="lower_right")
-    q, k, v = _inputs(1, 2, 33, 33, 16, seed=6)
-    a, _ = triton_attention(q, k, v, causal=True)
-    b, _ = triton_attention(q, k, v, causal="lower_right")
-    torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+@needs_triton
+@needs_interpreter
+@pytest.mark.parametrize(("alignment", "n_q", "n_k", "window"),
+                         [("upper_left", 50, 50, 5), ("upper_left", 50, 50, 20), ("lower_right", 20, 50, 17),
+                          ("upper_left", 33, 33, 64)])
+def test_sliding_window(alignment, n_q, n_k, window):
+    """A sliding window (keys j with i + offset − window < j ≤ i + offset), windows narrower and wider than a
+    tile, against causal_mask(..., window=...)."""
+    q, k, v = _inputs(1, 2, n_q, n_k, 16, seed=window)
+    out, _ = triton_attention(q, k, v, causal=alignment, window=window, block_q=16, block_k=16)
+    _check_against(out, q, k, v, causal_mask(n_q, n_k, alignment=alignment, window=window))
+
+
+@needs_triton
+@needs_interpreter
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention(causal):
+    """Four query heads reading two key-value heads (query head h reads h // 2), gradients of k and v summed
+    over each group, in float32 and float16."""
+    q, _, _ = _inputs(2, 4, 21, 21, 16, seed=8)
+    _, k, v = _inputs(2, 2, 21, 21, 16, seed=9)
+    out, _ = triton_attention(q, k, v, causal=causal, block_q=16, block_k=16)
+    _check_against(out, q, k, v, causal_mask(21) if causal else torch.ones(21, 21, dtype=torch.bool))
+    half = [t.detach().half().requires_grad_(True) for t in (q, k, v)]
+    out16, _ = triton_attention(*half, causal=causal, block_q=16, block_k=16)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    torch.testing.assert_close(out16.float(), reference, atol=5e-3, rtol=5e-3)
+    grads = _grads(out16, half, torch.ones_like(out16))
+    assert grads[1].dtype == torch.float16 and grads[1].shape == k.shape
 
 
 @needs_triton
@@ -202,6 +254,17 @@ def test_the_kernels_compile_for_an_a100_without_one():
     assert (compiled.kernel, compiled.arch, compiled.block_d) == ("forward", 80, 16)
     assert 0 < compiled.shared_bytes <= 163 * 1024
     assert "mma.sync" in compiled.ptx and ".target sm_80" in compiled.ptx
+    assert "ex2.approx" in compiled.ptx  # exp2: one instruction per weight
+
+
+def test_the_forward_kernel_has_an_unmasked_and_a_masked_loop():
+    """Each loop runs in two parts, the tiles every row sees whole (no mask) and the few that need one: compiled for
+    sm_90, the forward kernel holds the tile's body twice — twice the exp2 instructions one tile needs (BLOCK_M ·
+    BLOCK_N weights over 128 threads) — and its tensor-core products are Hopper's asynchronous wgmma."""
+    (compiled,) = compile_for_gpu(90, torch.bfloat16, 64, causal=True, kernels=("forward",))
+    per_tile = compiled.block_m * compiled.block_n // 128
+    assert compiled.ptx.count("ex2.approx") >= 2 * per_tile
+    assert "wgmma.mma_async" in compiled.ptx
 
 
 def test_the_kernels_compile_for_a_t4_and_their_tiles_shrink_to_fit_it():

@@ -11,7 +11,7 @@ from torch import nn
 from attention_course import masks
 from attention_course.attention import scaled_dot_product_attention
 from attention_course.interop import from_torch
-from attention_course.masks import from_torch_masks
+from attention_course.masks import causal_mask, from_torch_masks
 
 
 def test_padding_mask_from_lengths_and_from_tokens():
@@ -192,3 +192,17 @@ def test_tile_mask_is_a_slice_of_the_whole_mask():
         assert torch.equal(tile, whole[..., rows.start : rows.stop, cols.start : cols.stop])
     assert tile_mask(None, range(4, 9), range(0, 3), causal=True) is None  # below the diagonal: all visible
     assert torch.equal(tile_mask(None, range(0, 3), range(0, 3), causal=True), causal_mask(3))
+
+
+@pytest.mark.parametrize(("n_q", "n_k", "alignment", "window"),
+                         [(6, 6, None, 1), (6, 6, None, 3), (6, 6, None, 99), (3, 7, "lower_right", 2),
+                          (5, 3, "upper_left", 2)])
+def test_sliding_window_mask(n_q, n_k, alignment, window):
+    """causal_mask(window=w): key position j visible from query position p iff p − w < j ≤ p; a window at least as
+    wide as the keys is the causal mask."""
+    mask = causal_mask(n_q, n_k, alignment=alignment, window=window)
+    first = n_k - n_q if alignment == "lower_right" else 0
+    expected = torch.tensor([[first + i - window < j <= first + i for j in range(n_k)] for i in range(n_q)])
+    assert torch.equal(mask, expected)
+    if window >= n_k:
+        assert torch.equal(mask, causal_mask(n_q, n_k, alignment=alignment))

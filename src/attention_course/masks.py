@@ -173,24 +173,28 @@ def causal_mask(
     n_k: int | None = None,
     *,
     alignment: Alignment | None = None,
+    window: int | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Causal mask ``(n_q, n_k)``, True = may attend (chapter 5).
+    """Causal mask ``(n_q, n_k)``, True = may attend (chapter 5), optionally a sliding window (chapter 6).
 
     Args:
         n_q: number of queries. n_k: number of keys (default ``n_q``).
         alignment: ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, PyTorch's ``is_causal``) or
             ``"lower_right"`` (the queries are the last ``n_q`` positions: query ``i`` sees ``j ≤ i + n_k − n_q``).
             Required when ``n_q ≠ n_k``; for a square mask both give ``tril(ones(n, n))``.
+        window: a sliding window (Mistral's): each query sees only the ``window`` latest keys it may see, itself
+            included — key position ``> query position − window``. ``None``: no window.
 
     At the edges: ``n_q = 0`` or ``n_k = 0`` gives an empty mask. With ``"lower_right"`` and ``n_q > n_k`` the
     first ``n_q − n_k`` queries precede every key and see none (PyTorch's ``causal_lower_right`` agrees).
 
     Raises:
         TypeError: sizes that are not integers.
-        ValueError: negative sizes, an unknown alignment, or none given for ``n_q ≠ n_k``.
+        ValueError: negative sizes, an unknown alignment, or none given for ``n_q ≠ n_k``; a window below 1.
     """
     n_q = check_int("n_q", n_q, low=0)
+    window = None if window is None else check_int("window", window, low=1)
     n_k = n_q if n_k is None else check_int("n_k", n_k, low=0)
     if alignment is None and n_q != n_k:
         raise ValueError(
@@ -202,8 +206,9 @@ def causal_mask(
         check_choice("alignment", alignment, ALIGNMENTS)
     device = _device(device)
     first_q = n_k - n_q if alignment == "lower_right" else 0
-    q_pos = torch.arange(first_q, first_q + n_q, device=device)
-    return causal_block(q_pos, torch.arange(n_k, device=device))
+    q_pos, k_pos = torch.arange(first_q, first_q + n_q, device=device), torch.arange(n_k, device=device)
+    mask = causal_block(q_pos, k_pos)
+    return mask if window is None else mask & causal_block(k_pos + window - 1, q_pos).T  # key > query − window
 
 
 def key_mask_to_attn_mask(key_mask: torch.Tensor) -> torch.Tensor:

@@ -85,7 +85,8 @@ def compile_for_gpu(
                                                check_tile("block_k", block_k))
     # In a fresh Python without TRITON_INTERPRET: triton compiles for a GPU only if it was imported that way.
     request = {"arch": arch, "dtype": _TRITON_TYPES[dtype], "kernels": list(kernels), "warps": warps,
-               "constants": {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}}
+               "constants": {"CAUSAL": causal, "WINDOWED": False, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                             "BLOCK_D": block_d}}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     code = f"from attention_course.kernels.aot import _compile_here; _compile_here({json.dumps(request)!r})"
@@ -107,13 +108,15 @@ def _compile_here(request: str) -> None:
     from triton.compiler import ASTSource
 
     pointer = f"*{request['dtype']}"
-    scalars = {"scale": "fp32", "N_Q": "i32", "N_K": "i32", "D": "i32"}
     constants = request["constants"]
     found = []
     for name in request["kernels"]:
         pointers = {p.rstrip("*"): "*fp32" if p.endswith("*") else pointer for p in _POINTERS[name]}
-        signature = pointers | scalars | dict.fromkeys(constants, "constexpr")
-        kernel = triton.compile(ASTSource(getattr(compiled, name), signature, constants),
+        kernel = getattr(compiled, name)
+        # in the kernel's order: pointers, the scale (float32), sizes, heads, offset and window (int32), constants
+        signature = {p.name: "constexpr" if p.is_constexpr else pointers.get(p.name) or
+                     ("fp32" if "scale" in p.name else "i32") for p in kernel.params}
+        kernel = triton.compile(ASTSource(kernel, signature, constants),
                                 target=GPUTarget("cuda", request["arch"], 32), options={"num_warps": request["warps"]})
         found.append((name, kernel.metadata.shared, kernel.asm["ptx"]))
     print(json.dumps(found))

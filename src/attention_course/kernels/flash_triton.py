@@ -1,29 +1,7 @@
-"""FlashAttention-2 as Triton kernels (chapter 6): the forward pass and the backward pass of
-:mod:`attention_course.flash`, each tile now one block of a GPU program instead of a PyTorch call.
-
-A Triton kernel is a Python function run once per *program*; a launch runs a grid of them, here one per block of
-rows and per (batch, head). ``tl.load``/``tl.store`` move whole tiles between memory and registers, ``tl.dot``
-multiplies tiles, the rest is element-wise — ``tiled.py`` without the round trips to memory between operations.
-
-**Forward** (:func:`_forward_kernel`, Dao 2023, Algorithm 1): each program owns ``BLOCK_M`` queries (the outer
-loop is the grid) and walks over the keys ``BLOCK_N`` at a time (the inner loop), carrying the online-softmax
-state ``(m, ℓ, acc)`` of :mod:`attention_course.tiled`; it divides by ``ℓ`` once at the end and writes the output
-and each row's log-sum-exp ``lse = m + log ℓ``, the one number per row the backward pass needs.
-
-**Backward**, from what the forward pass saved — ``Q``, ``K``, ``V``, ``O`` and ``lse`` — with
-``D = rowsum(dO ∘ O)`` (one line of PyTorch, linear in ``n``) and ``P_ij = exp(S_ij − lse_i)`` recomputed tile by
-tile: :func:`_dkdv_kernel` gives each program ``BLOCK_N`` keys (key blocks outer), walks over all query blocks
-(inner) and accumulates ``dV += Pᵀ dO`` and ``dK += dSᵀ Q`` in registers, ``dS = P ∘ (dO Vᵀ − D)``, writing them
-once; :func:`_dq_kernel` is a second pass with the loops the other way round (query blocks outer) that
-accumulates ``dQ += dS K``. FlashAttention-2's backward (Dao 2023, Algorithm 2) adds each ``dS K`` into ``dQ``
-from inside the key loop, atomic adds from many programs; the second pass recomputes ``P`` instead, so that every
-output has one writer and the result does not depend on the order the programs run in.
-
-**Ragged tiles and causality.** Block sizes are powers of two (``tl.arange`` needs them), so the last tile of
-an ``n`` that is not a multiple overhangs the tensor: its loads are masked (``other=0``), its scores set to
-``-inf`` (weight 0), its stores masked. ``causal=True`` is the upper-left mask (query ``i`` sees keys
-``j ≤ i``, as ``is_causal``): scores are masked where ``j > i``, and tiles entirely above the diagonal are
-skipped (the forward and ``dQ`` loops stop after the query block's last query; ``dK, dV`` starts at its first key).
+"""Launching chapter 6's Triton kernels (:mod:`attention_course.kernels.flash_kernels`) from PyTorch:
+:func:`triton_attention` checks its arguments, picks tile sizes from the head size and the dtype
+(:func:`tile_sizes`), compiles the kernels at the first call (:func:`kernels_for`) and wraps them in an autograd
+function, the forward kernel for the values and the delta, dK/dV and dQ kernels for the gradients.
 
 **Without a GPU.** With ``TRITON_INTERPRET=1`` set before triton is first imported (this module imports it at
 the first call), Triton runs the same kernels in its numpy interpreter on CPU tensors, exact enough to test
@@ -50,136 +28,13 @@ from .._checks import (
     describe,
 )
 from ..tiled import TiledOutput
+from . import flash_kernels
 
 __all__ = ["interpreting", "triton_attention"]
-
-#: ``triton.language``, bound by :func:`kernels_for` at the first call (the kernels below read it as a global).
-tl: Any = None
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _LAYOUTS = {"q": "(batch, heads, n_q, d)", "k": "(batch, heads, n_k, d)", "v": "(batch, heads, n_k, d)"}
 MAX_HEAD_DIM = 256
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The kernels (plain functions here; kernels_for() hands them to triton.jit at the first call)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _load_rows(ptr, rows, cols_d, n, D):  # noqa: ANN001, N803 -- Triton's arguments
-    """The ``(len(rows), BLOCK_D)`` tile of an ``(n, D)`` row-major matrix at ``ptr``, zeros outside it."""
-    return tl.load(ptr + rows[:, None] * D + cols_d[None, :], mask=(rows[:, None] < n) & (cols_d[None, :] < D),
-                   other=0.0)
-
-
-def _visible(rows, cols, N_Q, N_K, CAUSAL: tl.constexpr):  # noqa: ANN001, N803
-    """The ``(query, key)`` pairs of a tile that may attend: inside both matrices and, if causal, key ≤ query."""
-    visible = (rows[:, None] < N_Q) & (cols[None, :] < N_K)
-    if CAUSAL:
-        visible = visible & (cols[None, :] <= rows[:, None])
-    return visible
-
-
-def _forward_kernel(Q, K, V, O, LSE, scale, N_Q, N_K, D,  # noqa: ANN001, N803 -- Triton's kernel arguments
-                    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One program: BLOCK_M queries of one (batch, head) against every visible key, online softmax."""
-    block, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
-    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols_d = tl.arange(0, BLOCK_D)
-    Q, O, LSE = Q + bh * N_Q * D, O + bh * N_Q * D, LSE + bh * N_Q  # this (batch, head)'s slices
-    K, V = K + bh * N_K * D, V + bh * N_K * D
-    q = _load_rows(Q, rows, cols_d, N_Q, D)
-
-    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of each row's scores
-    ell = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(s - m)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # running sum of exp(s - m) v
-    if CAUSAL:
-        end = tl.minimum((block + 1) * BLOCK_M, N_K)  # key blocks past this block's last query are all masked
-    else:
-        end = N_K
-    for start in range(0, end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
-        s = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_M, BLOCK_N) scores, float32
-        # every row of the block counts here (rows past N_Q compute finite values that are never stored)
-        s = tl.where(_visible(rows, cols, (block + 1) * BLOCK_M, N_K, CAUSAL), s, float("-inf"))
-        # Key 0 is visible to every row and lies in the first tile, so m is finite from the first tile on.
-        m_new = tl.maximum(m, tl.max(s, axis=1))
-        rescale = tl.exp(m - m_new)  # exp(-inf) = 0 on the first tile
-        p = tl.exp(s - m_new[:, None])
-        ell = ell * rescale + tl.sum(p, axis=1)
-        acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v)  # 16-bit inputs: P rounded to 16 bits, as fused
-        m = m_new  # kernels do
-    out = acc / ell[:, None]  # normalise once
-    tl.store(O + rows[:, None] * D + cols_d[None, :], out.to(O.dtype.element_ty),
-             mask=(rows[:, None] < N_Q) & (cols_d[None, :] < D))
-    tl.store(LSE + rows, m + tl.log(ell), mask=rows < N_Q)
-
-
-#: The helpers as plain functions, kept whatever kernels_for() binds their names to.
-_HELPERS = {"_load_rows": _load_rows, "_visible": _visible}
-
-
-def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, N_Q, N_K, D,  # noqa: ANN001, N803
-                 CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One program: BLOCK_N keys of one (batch, head); walks over the query blocks, accumulating dK and dV."""
-    block, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
-    cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols_d = tl.arange(0, BLOCK_D)
-    Q, DO, LSE, DELTA = Q + bh * N_Q * D, DO + bh * N_Q * D, LSE + bh * N_Q, DELTA + bh * N_Q
-    K, V, DK, DV = K + bh * N_K * D, V + bh * N_K * D, DK + bh * N_K * D, DV + bh * N_K * D
-    kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
-    k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
-
-    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    if CAUSAL:
-        first = (block * BLOCK_N // BLOCK_M) * BLOCK_M  # queries before this block's first key see none of it
-    else:
-        first = 0
-    for start in range(first, N_Q, BLOCK_M):
-        rows = start + tl.arange(0, BLOCK_M)
-        q, do = _load_rows(Q, rows, cols_d, N_Q, D), _load_rows(DO, rows, cols_d, N_Q, D)
-        lse = tl.load(LSE + rows, mask=rows < N_Q, other=0.0)
-        delta = tl.load(DELTA + rows, mask=rows < N_Q, other=0.0)
-        s = tl.dot(q, tl.trans(k)) * scale
-        # the tile of the weights, recomputed
-        p = tl.where(_visible(rows, cols, N_Q, N_K, CAUSAL), tl.exp(s - lse[:, None]), 0.0)
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = Pᵀ dO
-        dp = tl.dot(do, tl.trans(v))  # dP = dO Vᵀ
-        ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # dK = scale · dSᵀ Q (scaled once, below)
-    tl.store(DK + cols[:, None] * D + cols_d[None, :], (dk * scale).to(DK.dtype.element_ty), mask=kv_mask)
-    tl.store(DV + cols[:, None] * D + cols_d[None, :], dv.to(DV.dtype.element_ty), mask=kv_mask)
-
-
-def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, N_Q, N_K, D,  # noqa: ANN001, N803
-               CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One program: BLOCK_M queries of one (batch, head); walks over the visible key blocks, accumulating dQ."""
-    block, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
-    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols_d = tl.arange(0, BLOCK_D)
-    Q, DO, DQ = Q + bh * N_Q * D, DO + bh * N_Q * D, DQ + bh * N_Q * D
-    LSE, DELTA = LSE + bh * N_Q, DELTA + bh * N_Q
-    K, V = K + bh * N_K * D, V + bh * N_K * D
-    q_mask = (rows[:, None] < N_Q) & (cols_d[None, :] < D)
-    q, do = _load_rows(Q, rows, cols_d, N_Q, D), _load_rows(DO, rows, cols_d, N_Q, D)
-    lse = tl.load(LSE + rows, mask=rows < N_Q, other=0.0)
-    delta = tl.load(DELTA + rows, mask=rows < N_Q, other=0.0)
-
-    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    if CAUSAL:
-        end = tl.minimum((block + 1) * BLOCK_M, N_K)
-    else:
-        end = N_K
-    for start in range(0, end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
-        s = tl.dot(q, tl.trans(k)) * scale
-        p = tl.where(_visible(rows, cols, N_Q, N_K, CAUSAL), tl.exp(s - lse[:, None]), 0.0)
-        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k)  # dQ = scale · dS K (scaled once, below)
-    tl.store(DQ + rows[:, None] * D + cols_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=q_mask)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -196,7 +51,6 @@ def interpreting() -> bool:
 def kernels_for(interpret: bool) -> SimpleNamespace:
     """The three kernels through ``triton.jit`` (which reads ``TRITON_INTERPRET`` now: hence one set per mode),
     and triton's error for a tile that does not fit the GPU."""
-    global tl
     try:
         import triton
         import triton.language
@@ -205,7 +59,7 @@ def kernels_for(interpret: bool) -> SimpleNamespace:
         raise ImportError(
             "triton_attention must have triton, got no module named triton: it has wheels for Linux only "
             "(pip install triton); on other systems use attention_course.flash.flash_attention") from error
-    tl = triton.language
+    flash_kernels.tl = triton.language
     # triton.jit reads TRITON_INTERPRET when it decorates, triton's own library (tl.cdiv, tl.sigmoid, ...) as well:
     # that was decorated when triton was first imported, and the two must agree.
     library_interpreted = type(triton.language.standard.cdiv).__name__ == "InterpretedFunction"
@@ -214,10 +68,11 @@ def kernels_for(interpret: bool) -> SimpleNamespace:
         raise RuntimeError(f"TRITON_INTERPRET must be set (or unset) before triton is first imported, got it {now} "
                            f"after triton was imported {'without' if interpret else 'with'} it: restart Python")
     # The kernels call the helpers by their module-level names: those must be jitted too, before any launch.
-    global _load_rows, _visible
-    _load_rows, _visible = triton.jit(_HELPERS["_load_rows"]), triton.jit(_HELPERS["_visible"])
-    return SimpleNamespace(forward=triton.jit(_forward_kernel), dkdv=triton.jit(_dkdv_kernel),
-                           dq=triton.jit(_dq_kernel), OutOfResources=OutOfResources)
+    for name, helper in flash_kernels.HELPERS.items():
+        setattr(flash_kernels, name, triton.jit(helper))
+    return SimpleNamespace(forward=triton.jit(flash_kernels.forward_kernel), dkdv=triton.jit(flash_kernels.dkdv_kernel),
+                           dq=triton.jit(flash_kernels.dq_kernel), delta=triton.jit(flash_kernels.delta_kernel),
+                           OutOfResources=OutOfResources)
 
 
 def tile_sizes(d: int, dtype: torch.dtype, block_q: int | None, block_k: int | None) -> tuple[int, int, int, int]:
@@ -247,22 +102,25 @@ def halve_tiles(block_m: int, block_n: int) -> tuple[int, int]:
 _FITTED: dict[tuple, tuple[int, int]] = {}
 
 
-def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, causal: bool, blocks: tuple[int, ...]) -> None:
-    """Run kernel ``name`` over a grid of (tiles of ``rows``, batch · heads); ``rows`` is counted in BLOCK_M
-    (forward, dQ) or BLOCK_N (dK, dV) tiles. On triton's OutOfResources (the tiles need more shared memory than
-    this GPU has), halve the larger tile and try again, down to 16 × 16."""
+def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, blocks: tuple[int, ...]) -> None:
+    """Run kernel ``name`` over a grid of (tiles of ``rows``, batch · query heads); ``rows`` is counted in BLOCK_M
+    (forward, dQ) or BLOCK_N (dK, dV) tiles; ``mask`` is ``(heads, group, offset, window)`` (offset None: not
+    causal; window None: no window). On triton's OutOfResources (the tiles need more shared memory than this GPU
+    has), halve the larger tile and try again, down to 16 × 16."""
     kernels = kernels_for(interpreting())
     block_m, block_n, block_d, warps = blocks
     key = (name, x.device, x.dtype, block_d, block_m, block_n)
     block_m, block_n = _FITTED.get(key, (block_m, block_n))
-    batch_heads = x.shape[0] * x.shape[1]
+    heads, group, offset, window = mask
+    args = (*args, heads, group, offset or 0, window or 0)
     while True:
         per_tile = block_n if name == "dkdv" else block_m
-        options = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}
+        options = {"CAUSAL": offset is not None, "WINDOWED": window is not None, "BLOCK_M": block_m,
+                   "BLOCK_N": block_n, "BLOCK_D": block_d}
         if not interpreting():
             options["num_warps"] = warps
         try:
-            getattr(kernels, name)[(-(-rows // per_tile), batch_heads)](*args, **options)
+            getattr(kernels, name)[(-(-rows // per_tile), x.shape[0] * x.shape[1])](*args, **options)
         except kernels.OutOfResources:
             if max(block_m, block_n) <= 16:
                 raise
@@ -272,19 +130,31 @@ def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, causal: bool, bl
         return
 
 
+def _delta(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """``D = rowsum(dO ∘ O)`` in float32, ``(batch, heads, n_q)``, by :func:`flash_kernels.delta_kernel`."""
+    rows, d = out.numel() // out.shape[-1], out.shape[-1]
+    delta = torch.empty(out.shape[:-1], dtype=torch.float32, device=out.device)
+    block_d = max(16, 1 << (d - 1).bit_length())
+    block_m = 64 if block_d <= 128 else 32
+    kernels_for(interpreting()).delta[(-(-rows // block_m),)](out, grad_out, delta, rows, d, BLOCK_M=block_m,
+                                                              BLOCK_D=block_d)
+    return delta
+
+
 class _TritonAttention(torch.autograd.Function):
-    """Saves (Q, K, V, O, lse), as flash.flash_attention does; backward runs the dK/dV and dQ kernels."""
+    """Saves (Q, K, V, O, lse), as flash.flash_attention does; backward runs the delta, dK/dV and dQ kernels."""
 
     @staticmethod
-    def forward(ctx: Any, q, k, v, scale, causal, blocks):  # noqa: ANN001, ANN205 -- autograd API
+    def forward(ctx: Any, q, k, v, scale, mask, blocks):  # noqa: ANN001, ANN205 -- autograd API
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         batch, heads, n_q, d = q.shape
         n_k = k.shape[2]
         out = torch.empty_like(q)
         lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-        _launch("forward", n_q, (q, k, v, out, lse, scale, n_q, n_k, d), q, causal, blocks)
+        qk_scale = scale * 1.4426950408889634  # scale · log₂e: the kernel's softmax is in base 2
+        _launch("forward", n_q, (q, k, v, out, lse, qk_scale, n_q, n_k, d), q, mask, blocks)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (scale, causal, blocks)
+        ctx.options = (scale, mask, blocks)
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -292,13 +162,19 @@ class _TritonAttention(torch.autograd.Function):
     @torch.autograd.function.once_differentiable  # the kernels have no backward of their own
     def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
         q, k, v, out, lse = ctx.saved_tensors
-        scale, causal, blocks = ctx.options
-        n_q, d, n_k = q.shape[2], q.shape[3], k.shape[2]
+        scale, mask, blocks = ctx.options
+        (batch, heads, n_q, d), kv_heads, n_k = q.shape, k.shape[1], k.shape[2]
         grad_out = grad_out.contiguous()
-        delta = (grad_out.float() * out.float()).sum(-1).contiguous()  # D = rowsum(dO ∘ O), float32
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d), q, causal, blocks)
-        _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, causal, blocks)
+        delta = _delta(out, grad_out)
+        dq = torch.empty_like(q)
+        # dK, dV per query head; with grouped keys and values, summed over each group in float32 afterwards
+        per_head = (batch, heads, n_k, d)
+        dk, dv = (torch.empty(per_head, dtype=q.dtype if heads == kv_heads else torch.float32, device=q.device)
+                  for _ in "kv")
+        _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d), q, mask, blocks)
+        _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, mask, blocks)
+        if heads != kv_heads:
+            dk, dv = (g.view(batch, kv_heads, heads // kv_heads, n_k, d).sum(2).to(k.dtype) for g in (dk, dv))
         return dq, dk, dv, None, None, None
 
 
@@ -343,33 +219,43 @@ def triton_attention(
     causal: bool | str = False,
     scale: float | None = None,
     *,
+    window: int | None = None,
     block_q: int | None = None,
     block_k: int | None = None,
 ) -> TiledOutput:
     r"""softmax(Q Kᵀ · scale) V by FlashAttention-2's Triton kernels, forward and backward (chapter 6).
 
     Args:
-        q: queries ``(batch, heads, n_q, d)``; k, v: keys and values ``(batch, heads, n_k, d)``; one floating
+        q: queries ``(batch, heads, n_q, d)``; k, v: keys and values ``(batch, kv_heads, n_k, d)``, where
+            ``kv_heads`` divides ``heads`` (grouped-query attention: query head ``h`` reads key-value head
+            ``h // (heads // kv_heads)``; ``kv_heads = heads`` is ordinary multi-head attention). One floating
             dtype (float32, float16 or bfloat16), on a CUDA device — or on the CPU when ``TRITON_INTERPRET=1``
             was set before triton was first imported (at the latest, before the first call).
-        causal: ``True`` or ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, as ``is_causal``); ``"lower_right"``
-            only where it is the same mask, ``n_q = n_k`` (``flash_attention`` has both alignments).
+        causal: the causal mask, its alignment named as :func:`attention_course.masks.causal_mask` names it:
+            ``True`` or ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, as ``is_causal``), ``"lower_right"``
+            (the queries are the last ``n_q`` positions, as new tokens after a KV cache: ``j ≤ i + n_k − n_q``;
+            with ``n_q > n_k`` the first queries see no key and give zeros), or ``False``.
         scale: multiplies the scores; default :math:`1/\sqrt{d}`.
+        window: a sliding window (causal only): each query also sees no key more than ``window − 1`` positions
+            before it, ``j > i + offset − window`` — the mask of ``causal_mask(..., window=window)``. Tiles
+            outside the window are skipped, so the cost grows as ``n · window``, not ``n²``.
         block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
             whose shared memory they overflow, they are halved until they fit.
 
     Returns:
         :class:`~attention_course.tiled.TiledOutput` ``(output, lse)``: the output in ``q``'s dtype and each row's
-        log-sum-exp in float32, which carries no gradient. Scores, softmax and sums are float32; for 16-bit
-        inputs the weights are rounded to 16 bits before they multiply V, as fused kernels do. On a GPU,
-        float32 products may run in TF32 (Triton's default for ``tl.dot``).
+        log-sum-exp in float32, which carries no gradient (a row that sees no key: zero output, ``lse = -inf``).
+        Scores, softmax and sums are float32; for 16-bit inputs the weights are rounded to 16 bits before they
+        multiply V, as fused kernels do. On a GPU, float32 products may run in TF32 (Triton's default for
+        ``tl.dot``).
 
     Raises:
-        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s; bfloat16
-            under the CPU interpreter (NumPy has no bfloat16: the interpreter's answers would be wrong).
-        ValueError: shapes that do not fit, ``d > 256``, an empty tensor, tensors on different devices or on the
-            CPU without ``TRITON_INTERPRET=1``, a bad block size, ``causal`` not one of the four values or
-            ``"lower_right"`` with ``n_q ≠ n_k``. ImportError: triton is not installed.
+        TypeError: a non-tensor, a dtype outside those three or unlike ``q``'s, a window that is not an integer;
+            bfloat16 under the CPU interpreter (NumPy has no bfloat16: the interpreter's answers would be wrong).
+        ValueError: shapes that do not fit (``kv_heads`` not dividing ``heads`` among them), ``d > 256``, an empty
+            tensor, tensors on different devices or on the CPU without ``TRITON_INTERPRET=1``, a bad block size,
+            ``causal`` not one of the four values, a window below 1 or without ``causal``. ImportError: triton is
+            not installed.
         RuntimeError: ``TRITON_INTERPRET`` was changed after triton was imported; the CPU interpreter of a triton
             older than 3.9 under NumPy ≥ 2.4 (it cannot run the kernels' loops).
     """
@@ -380,9 +266,9 @@ def triton_attention(
         if t.dtype != q.dtype:
             raise TypeError(f"{name} must have the dtype of q ({q.dtype}), got {t.dtype}")
     batch, heads, n_q, d = q.shape
-    if k.shape[:2] != q.shape[:2] or k.shape[3] != d:
-        raise ValueError(f"k must have shape (batch, heads, n_k, d) = ({batch}, {heads}, n_k, {d}) to match q, "
-                         f"got {tuple(k.shape)}")
+    if k.shape[0] != batch or k.shape[3] != d or k.shape[1] == 0 or heads % k.shape[1]:
+        raise ValueError(f"k must have shape (batch, kv_heads, n_k, d) = ({batch}, kv_heads, n_k, {d}) with kv_heads "
+                         f"dividing q's {heads} heads, got {tuple(k.shape)}")
     if v.shape != k.shape:
         raise ValueError(f"v must have the shape of k {tuple(k.shape)}, got {tuple(v.shape)}")
     if min(q.shape) == 0 or k.shape[2] == 0:
@@ -394,13 +280,14 @@ def triton_attention(
         raise ValueError(f"q must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before triton is "
                          f"imported, got a tensor on {device}")
     offset = causal_offset(causal, n_q, k.shape[2])
-    if offset not in (None, 0):  # the kernels' diagonal is the upper-left one
-        raise ValueError(f"causal must be upper-left for the kernel when n_q ≠ n_k, got {causal!r} with n_q = {n_q}, "
-                         f"n_k = {k.shape[2]}; for new queries after cached keys use flash_attention(causal=...)")
-    causal = offset is not None
+    if window is not None:
+        window = check_int("window", window, low=1)
+        if offset is None:
+            raise ValueError(f"window must come with causal=True, 'upper_left' or 'lower_right' (a sliding window "
+                             f"looks back from each query), got window = {window} with causal = {causal!r}")
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     blocks = tile_sizes(d, q.dtype, check_tile("block_q", block_q), check_tile("block_k", block_k))
     if device.type == "cpu":  # the arguments first, then whether this machine's interpreter can run them
         _check_interpreter(q.dtype)
-    out, lse = _TritonAttention.apply(q, k, v, scale, causal, blocks)
+    out, lse = _TritonAttention.apply(q, k, v, scale, (heads, heads // k.shape[1], offset, window), blocks)
     return TiledOutput(out, lse)
