@@ -6,6 +6,7 @@ seconds — before a chapter renders numbers the code no longer makes."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,17 @@ def test_results_file_is_what_todays_code_would_write(path):
         f"`{record['provenance']['command']}` (or, if a reviewed diff shows the numbers cannot change, "
         "tools/restamp_results.py records that review)"
     )
+
+
+HISTORY = sorted((ROOT / "benchmarks" / "results" / "history").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HISTORY, ids=lambda p: p.stem)
+def test_a_history_file_is_of_earlier_code_and_says_which(path):
+    """benchmarks/results/history/ holds records of code that has changed since (a GPU timing that no lease has yet
+    repeated): each names the commit that ran it, and is truly superseded — a record today's code would still
+    write belongs in results/, where the test above holds it to the code."""
+    record = json.loads(path.read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", record["provenance"]["git_commit"])
+    assert recompute_fingerprint(record, ROOT) != record["provenance"]["fingerprint"]["sha256"], (
+        f"{path.name} is what today's code would write: move it back to benchmarks/results/")

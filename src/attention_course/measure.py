@@ -402,14 +402,16 @@ def write_results(
     return path
 
 
-def read_results(name: str, repository: str | None = None) -> dict:
+def read_results(name: str, repository: str | None = None, *, history: bool = False) -> dict:
     """The record :func:`write_results` wrote as ``benchmarks/results/<name>.json``: ``{"provenance", "settings",
     "results"}``.
 
     Looked for in the checkout the package runs from, then under the current folder and its parent (a notebook
     in ``book/``). A reader who has only the installed package (Colab) has no such folder: given
     ``repository`` (the course's URL, e.g. a setup cell's ``REPO``), the file is then downloaded from
-    ``<repository>/raw/main/benchmarks/results/<name>.json``.
+    ``<repository>/raw/main/benchmarks/results/<name>.json``. ``history=True`` reads
+    ``benchmarks/results/history/<name>.json`` instead: a record of code that has changed since (its provenance
+    names the commit that ran), kept because no run of today's code has replaced it yet.
 
     Raises:
         TypeError: ``name`` or ``repository`` not a string.
@@ -421,7 +423,7 @@ def read_results(name: str, repository: str | None = None) -> dict:
         raise ValueError(f"name must be a plain name without folder or '.json', such as 'bench_mha', got {name!r}")
     if repository is not None and not isinstance(repository, str):
         raise TypeError(f"repository must be the course's URL (a string), got {describe(repository)}")
-    relative = f"benchmarks/results/{name}.json"
+    relative = f"benchmarks/results/{'history/' if check_flag('history', history) else ''}{name}.json"
     path = find_course_file(relative)
     if path is not None:
         return json.loads(path.read_text())
