@@ -142,7 +142,7 @@ UNFOLLOWED = (
 #: process (triton imported lazily, the tile sizes that fitted the GPU at hand), so a fingerprint that read them
 #: would change with the order of the tests.
 RUNTIME_STATE = (
-    f"{PACKAGE}.kernels.flash_triton:tl",
+    f"{PACKAGE}.kernels.flash_kernels:tl",
     f"{PACKAGE}.kernels.flash_triton:_FITTED",
 )
 
