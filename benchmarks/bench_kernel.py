@@ -50,6 +50,9 @@ def implementations(causal: bool) -> dict[str, Callable[..., torch.Tensor]]:
         return run
 
     return {"triton (course)": lambda q, k, v: triton_attention(q, k, v, causal=causal).output,
+            # the same kernels with tiles, warps and pipeline depth timed at the first call (CANDIDATES)
+            "triton (course, autotuned)": lambda q, k, v: triton_attention(q, k, v, causal=causal,
+                                                                          autotune=True).output,
             "F.sdpa[flash]": pinned(SDPBackend.FLASH_ATTENTION),
             "F.sdpa[mem-efficient]": pinned(SDPBackend.EFFICIENT_ATTENTION),
             "F.sdpa[cuDNN]": pinned(SDPBackend.CUDNN_ATTENTION)}

@@ -247,6 +247,34 @@ def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
     assert set(flash_triton._FITTED.values()) == {(16, 16)}
 
 
+def test_autotuning_keeps_the_fastest_candidate_that_fits():
+    """fastest() (autotune=True on a GPU): each candidate launched once (compiling it; one too large for shared
+    memory raises and is skipped), then timed; the fastest that fits wins, and none fitting raises."""
+    class TooLarge(Exception):
+        pass
+
+    speed = {(128, 128, 8, 3): 1.0, (128, 64, 4, 3): 2.0, (64, 64, 4, 3): 3.0}
+    launched = []
+
+    def run(c):
+        launched.append(c)
+        if c == (128, 128, 8, 3):
+            raise TooLarge
+        return c
+
+    def timer(fn):
+        fn()
+        return speed[launched[-1]]
+
+    candidates = ((128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3))
+    assert flash_triton.fastest(candidates, run, timer, TooLarge) == (128, 64, 4, 3)
+    with pytest.raises(TooLarge):
+        flash_triton.fastest(((128, 128, 8, 3),), run, timer, TooLarge)
+    assert all(c[0] * c[1] >= 16 * 16 and c[2] in (4, 8) for cs in flash_triton.CANDIDATES.values() for c in cs)
+    assert all(flash_triton.tile_sizes(d, torch.float16, None, None)[:2] == flash_triton.CANDIDATES[d][0][:2]
+               for d in (64, 128, 256))  # the default tiles are among those timed, first
+
+
 @needs_triton
 def test_the_kernels_compile_for_an_a100_without_one():
     """Triton's compiler and ptxas run on the CPU: the forward kernel compiles for sm_80 to tensor-core code."""

@@ -50,6 +50,8 @@ CASES = [
          id="kernels.triton_attention-scale"),
     case(triton_attention, lambda: triton_attention(Q, KV, KV, block_q=24), ValueError, arg="block_q",
          says="power of two", id="kernels.triton_attention-block_q"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV, autotune="yes"), TypeError, arg="autotune",
+         id="kernels.triton_attention-autotune"),
     case(triton_attention, lambda: triton_attention(Q, KV, KV, block_k=8), ValueError, arg="block_k",
          id="kernels.triton_attention-block_k"),
 ]

@@ -21,6 +21,7 @@ import torch
 
 from .._checks import (
     causal_offset,
+    check_flag,
     check_int,
     check_real,
     check_same_device,
@@ -102,25 +103,70 @@ def halve_tiles(block_m: int, block_n: int) -> tuple[int, int]:
 _FITTED: dict[tuple, tuple[int, int]] = {}
 
 
-def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, blocks: tuple[int, ...]) -> None:
+#: Candidate (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head size for ``autotune=True`` on a GPU,
+#: timed at the first launch of each kernel, dtype and mask: the default tiles first, then larger and smaller
+#: ones, more warps, deeper software pipelines (the settings FlashAttention's Triton ports tune over).
+CANDIDATES = {
+    64: ((128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 4), (64, 64, 4, 3), (128, 32, 4, 4), (64, 128, 4, 2)),
+    128: ((64, 64, 4, 3), (128, 64, 8, 3), (128, 32, 8, 3), (64, 32, 4, 4), (128, 128, 8, 2)),
+    256: ((32, 32, 4, 2), (64, 32, 8, 2), (64, 64, 8, 2), (32, 16, 4, 3)),
+}
+#: (kernel, device, dtype, d, mask kind) → the candidate ``autotune`` found fastest.
+_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
+
+
+def fastest(candidates: tuple, run: Any, timer: Any, too_large: type[Exception]) -> tuple:
+    """The candidate whose ``run(candidate)`` ``timer`` measures fastest (``timer(fn)`` → seconds); candidates
+    whose launch raises ``too_large`` (tiles beyond the GPU's shared memory) are skipped. Raises ``too_large`` if
+    every one does."""
+    times = {}
+    for candidate in candidates:
+        try:
+            run(candidate)  # compiles, and fails here if the tiles do not fit
+        except too_large:
+            continue
+        times[candidate] = timer(lambda c=candidate: run(c))
+    if not times:
+        raise too_large(0, 0, "shared memory")
+    return min(times, key=times.get)
+
+
+def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, blocks: tuple[int, ...],
+            tune: bool = False) -> None:
     """Run kernel ``name`` over a grid of (tiles of ``rows``, batch · query heads); ``rows`` is counted in BLOCK_M
     (forward, dQ) or BLOCK_N (dK, dV) tiles; ``mask`` is ``(heads, group, offset, window)`` (offset None: not
     causal; window None: no window). On triton's OutOfResources (the tiles need more shared memory than this GPU
-    has), halve the larger tile and try again, down to 16 × 16."""
+    has), halve the larger tile and try again, down to 16 × 16. ``tune`` (on a GPU): time :data:`CANDIDATES` at
+    the first launch per kernel, dtype, head size and mask kind, and keep the fastest."""
     kernels = kernels_for(interpreting())
     block_m, block_n, block_d, warps = blocks
-    key = (name, x.device, x.dtype, block_d, block_m, block_n)
-    block_m, block_n = _FITTED.get(key, (block_m, block_n))
     heads, group, offset, window = mask
     args = (*args, heads, group, offset or 0, window or 0)
+    flags = {"CAUSAL": offset is not None, "WINDOWED": window is not None}
+    grid = lambda m, n: (-(-rows // (n if name == "dkdv" else m)), x.shape[0] * x.shape[1])  # noqa: E731
+    if tune and x.device.type == "cuda" and not interpreting():
+        key = (name, x.device, x.dtype, block_d, *flags.values())
+        if key not in _TUNED:
+            import triton.testing
+
+            def run(c: tuple) -> None:
+                getattr(kernels, name)[grid(c[0], c[1])](*args, **flags, BLOCK_M=c[0], BLOCK_N=c[1],
+                                                          BLOCK_D=block_d, num_warps=c[2], num_stages=c[3])
+
+            _TUNED[key] = fastest(CANDIDATES[block_d if block_d >= 64 else 64], run,
+                                  lambda fn: triton.testing.do_bench(fn, warmup=5, rep=20), kernels.OutOfResources)
+        m, n, w, stages = _TUNED[key]
+        getattr(kernels, name)[grid(m, n)](*args, **flags, BLOCK_M=m, BLOCK_N=n, BLOCK_D=block_d, num_warps=w,
+                                           num_stages=stages)
+        return
+    key = (name, x.device, x.dtype, block_d, block_m, block_n)
+    block_m, block_n = _FITTED.get(key, (block_m, block_n))
     while True:
-        per_tile = block_n if name == "dkdv" else block_m
-        options = {"CAUSAL": offset is not None, "WINDOWED": window is not None, "BLOCK_M": block_m,
-                   "BLOCK_N": block_n, "BLOCK_D": block_d}
+        options = {**flags, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d}
         if not interpreting():
             options["num_warps"] = warps
         try:
-            getattr(kernels, name)[(-(-rows // per_tile), x.shape[0] * x.shape[1])](*args, **options)
+            getattr(kernels, name)[grid(block_m, block_n)](*args, **options)
         except kernels.OutOfResources:
             if max(block_m, block_n) <= 16:
                 raise
@@ -145,16 +191,16 @@ class _TritonAttention(torch.autograd.Function):
     """Saves (Q, K, V, O, lse), as flash.flash_attention does; backward runs the delta, dK/dV and dQ kernels."""
 
     @staticmethod
-    def forward(ctx: Any, q, k, v, scale, mask, blocks):  # noqa: ANN001, ANN205 -- autograd API
+    def forward(ctx: Any, q, k, v, scale, mask, blocks, tune):  # noqa: ANN001, ANN205 -- autograd API
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         batch, heads, n_q, d = q.shape
         n_k = k.shape[2]
         out = torch.empty_like(q)
         lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
         qk_scale = scale * 1.4426950408889634  # scale · log₂e: the kernel's softmax is in base 2
-        _launch("forward", n_q, (q, k, v, out, lse, qk_scale, n_q, n_k, d), q, mask, blocks)
+        _launch("forward", n_q, (q, k, v, out, lse, qk_scale, n_q, n_k, d), q, mask, blocks, tune)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (scale, mask, blocks)
+        ctx.options = (scale, mask, blocks, tune)
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -162,7 +208,7 @@ class _TritonAttention(torch.autograd.Function):
     @torch.autograd.function.once_differentiable  # the kernels have no backward of their own
     def backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: torch.Tensor):  # noqa: ANN205 -- autograd API
         q, k, v, out, lse = ctx.saved_tensors
-        scale, mask, blocks = ctx.options
+        scale, mask, blocks, tune = ctx.options
         (batch, heads, n_q, d), kv_heads, n_k = q.shape, k.shape[1], k.shape[2]
         grad_out = grad_out.contiguous()
         delta = _delta(out, grad_out)
@@ -171,11 +217,11 @@ class _TritonAttention(torch.autograd.Function):
         per_head = (batch, heads, n_k, d)
         dk, dv = (torch.empty(per_head, dtype=q.dtype if heads == kv_heads else torch.float32, device=q.device)
                   for _ in "kv")
-        _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d), q, mask, blocks)
-        _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, mask, blocks)
+        _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, scale, n_q, n_k, d), q, mask, blocks, tune)
+        _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, mask, blocks, tune)
         if heads != kv_heads:
             dk, dv = (g.view(batch, kv_heads, heads // kv_heads, n_k, d).sum(2).to(k.dtype) for g in (dk, dv))
-        return dq, dk, dv, None, None, None
+        return dq, dk, dv, None, None, None, None
 
 
 #: The first Triton whose CPU interpreter runs the kernels' loops under NumPy 2.4 (older ones int() an array).
@@ -222,6 +268,7 @@ def triton_attention(
     window: int | None = None,
     block_q: int | None = None,
     block_k: int | None = None,
+    autotune: bool = False,
 ) -> TiledOutput:
     r"""softmax(Q Kᵀ · scale) V by FlashAttention-2's Triton kernels, forward and backward (chapter 6).
 
@@ -241,6 +288,9 @@ def triton_attention(
             outside the window are skipped, so the cost grows as ``n · window``, not ``n²``.
         block_q, block_k: tile sizes (powers of two ≥ 16); by default chosen from ``d`` and the dtype. On a GPU
             whose shared memory they overflow, they are halved until they fit.
+        autotune: on a CUDA device, time the tile sizes, warps and pipeline depths of :data:`CANDIDATES` at the
+            first call per kernel, dtype, head size and mask kind (a few seconds, once per process), and use the
+            fastest from then on, instead of ``block_q``/``block_k``; ignored on the CPU.
 
     Returns:
         :class:`~attention_course.tiled.TiledOutput` ``(output, lse)``: the output in ``q``'s dtype and each row's
@@ -286,8 +336,10 @@ def triton_attention(
             raise ValueError(f"window must come with causal=True, 'upper_left' or 'lower_right' (a sliding window "
                              f"looks back from each query), got window = {window} with causal = {causal!r}")
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
+    autotune = check_flag("autotune", autotune)
     blocks = tile_sizes(d, q.dtype, check_tile("block_q", block_q), check_tile("block_k", block_k))
     if device.type == "cpu":  # the arguments first, then whether this machine's interpreter can run them
         _check_interpreter(q.dtype)
-    out, lse = _TritonAttention.apply(q, k, v, scale, (heads, heads // k.shape[1], offset, window), blocks)
+    out, lse = _TritonAttention.apply(q, k, v, scale, (heads, heads // k.shape[1], offset, window), blocks,
+                                      autotune)
     return TiledOutput(out, lse)
