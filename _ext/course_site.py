@@ -10,7 +10,8 @@ r"""Small Sphinx fixes for the course's site, each found by the browser test (te
    pages showed raw TeX in the sidebar. The assets policy "always" loads it on every page.
 4. The notebooks' Markdown is plain CommonMark (so it reads in JupyterLab and Colab); `notebook_links.to_roles`
    turns their figure and citation links into MyST roles before each page is parsed, so the site numbers and
-   links them as before.
+   links them as before; `notebook_links.solutions_to_dropdowns` turns each exercise's solution link into a
+   closed dropdown holding the solution, included from `solutions/`.
 
 Kept outside the book's source on purpose: Jupyter Book 1 injects every .js found in a `_static/` there.
 """
@@ -19,7 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from notebook_links import to_roles  # _ext/ is on sys.path: Jupyter Book puts local_extensions' folder there
+from notebook_links import (  # _ext/ is on sys.path: Jupyter Book puts local_extensions' folder there
+    solutions_to_dropdowns,
+    to_roles,
+)
 
 STATIC = Path(__file__).parent / "static"
 
@@ -38,6 +42,8 @@ def _dedupe(app, pagename, templatename, context, doctree) -> None:
 
 def _plain_links_to_roles(app, docname: str, source: list[str]) -> None:
     source[0] = to_roles(source[0])
+    if str(app.env.doc2path(docname)).endswith(".ipynb"):
+        source[0] = solutions_to_dropdowns(source[0])
 
 
 def _static(app) -> None:

@@ -6,20 +6,26 @@ link carry what the roles carried:
 - a paper:    ``[Vaswani et al. (2017)](bibliography.md#vaswani2017attention)`` in running text, and
               ``([Xiao et al., 2023](bibliography.md#xiao2023efficient))`` in parentheses
 - a chapter:  ``[chapter 2](02_scaling.ipynb)``  (MyST resolves a link to a source file on its own)
+- a solution: ``[Solution to exercise 1.1: `attention` in solutions/ch01.py](https://…/solutions/ch01.py)``, a
+              cell of its own below each exercise; a notebook reader follows the link to the file
 
 On the website, ``to_roles`` turns the first two back into MyST's ``{numref}`` and ``{cite:t}``/``{cite:alp}``
 before the page is parsed, so Sphinx numbers the figures and sphinxcontrib-bibtex formats and links the
-citations, exactly as the roles did. This module is the one owner of that link grammar: the site extension
-(``course_site``) and the notebook checker (``tools/notebook_markdown.py``) both import it.
+citations, exactly as the roles did; and ``solutions_to_dropdowns`` turns each solution link into a closed
+dropdown that holds the solution's function, included from ``solutions/`` (hidden until clicked). This module is
+the one owner of that link grammar: the site extension (``course_site``) and the notebook checker
+(``tools/notebook_markdown.py``) both import it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 FIG_LINK = re.compile(r"\[Fig\. (\d+)\]\(#(fig-[A-Za-z0-9-]+)\)")
 CITE_LINK = re.compile(r"\[([^\[\]]+)\]\(bibliography\.md#([A-Za-z0-9_:-]+)\)")
 DOC_LINK = re.compile(r"\[([^\[\]]+)\]\(([A-Za-z0-9_]+\.(?:ipynb|md))\)")
+SOLUTION_LINK = re.compile(r"\[Solution to exercise (\d+\.\d+): `(\w+)` in solutions/(ch\d\d\.py)\]\(https://[^)\s]+\)")
 # A textual citation ends with the year in parentheses; a parenthetical one is "Names, year".
 TEXTUAL_YEAR = re.compile(r"\((\d{4})\)$")
 PARENTHETICAL_YEAR = re.compile(r", (\d{4})$")
@@ -34,3 +40,17 @@ def to_roles(text: str) -> str:
         return f"{{{role}}}`{m.group(2)}`"
 
     return CITE_LINK.sub(cite, text)
+
+
+def solutions_to_dropdowns(notebook_json: str) -> str:
+    """A notebook's JSON text with each solution link (a cell of its own) replaced by a dropdown, closed until
+    the reader clicks, that includes the solution's function from ``solutions/`` — escaped as the JSON string it
+    sits in."""
+
+    def dropdown(m: re.Match) -> str:
+        key, name, file = m.groups()
+        block = (f":::{{dropdown}} Solution to exercise {key}\n```{{literalinclude}} ../solutions/{file}\n"
+                 f":language: python\n:pyobject: {name}\n```\n:::")
+        return json.dumps(block)[1:-1]
+
+    return SOLUTION_LINK.sub(dropdown, notebook_json)

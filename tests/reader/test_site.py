@@ -187,11 +187,32 @@ def _chapters() -> list[str]:
     return [f"book/{nb.stem}" for nb in sorted((ROOT / "book").glob("*.ipynb"))]
 
 
+def _solutions_hidden(page, rel: str) -> list[str]:
+    """Each exercise's solution (solutions/chNN.py, included by the site) sits in a closed dropdown: its code is
+    hidden until the reader clicks, and then shows the function."""
+    dropdowns = page.locator("details.sd-dropdown", has_text="Solution to exercise")
+    if dropdowns.count() < 4:
+        return [f"{rel}: {dropdowns.count()} solution dropdowns, expected one per exercise (at least 4)"]
+    problems = []
+    for i in range(dropdowns.count()):
+        code = dropdowns.nth(i).locator("pre").first
+        if code.is_visible():
+            problems.append(f"{rel}: solution {i + 1} shows before the reader asks for it")
+    first = dropdowns.first
+    first.locator("summary").first.click()
+    code = first.locator("pre").first
+    if not (code.is_visible() and code.inner_text().lstrip().startswith("def ")):
+        problems.append(f"{rel}: the first solution does not open to its function when clicked")
+    return problems
+
+
 def test_chapters_open_with_their_question_and_the_setup_cell_collapsed(browser, site_url):
-    """The setup cell (a guarded pip install) is tagged hide-input: collapsed under a toggle a reader can open."""
+    """The setup cell (a guarded pip install) is tagged hide-input: collapsed under a toggle a reader can open.
+    And every exercise's solution is hidden, one click away (_solutions_hidden)."""
     problems = []
     for rel in _chapters():
         context, page, errors, _ = _visit(browser, f"{site_url}/{rel}.html", VIEWPORTS["desktop"])
+        problems += _solutions_hidden(page, rel)
         setup = page.locator(".cell", has_text="ATTENTION_COURSE_SOURCE").first
         source = setup.locator(".cell_input pre").first
         if source.is_visible():

@@ -1,0 +1,122 @@
+"""Chapter 6's exercises: attention at scale (checks only; the solutions live in ``solutions/ch06.py``)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._checks import describe
+from ..masks import causal_mask
+from .checking import Check, agrees, compare, register
+
+__all__: list[str] = []
+
+
+def _state(g: torch.Generator, rows: int, n: int, d: int) -> tuple[torch.Tensor, ...]:
+    """The online-softmax state (m, ℓ, acc) of ``n`` random scores and values per row."""
+    s, v = torch.randn(rows, n, generator=g) * 3, torch.randn(rows, n, d, generator=g)
+    m = s.amax(-1)
+    p = torch.exp(s - m[:, None])
+    return m, p.sum(-1), (p[..., None] * v).sum(-2)
+
+
+def _merge64(m1, l1, a1, m2, l2, a2):  # noqa: ANN001, ANN202
+    m = torch.maximum(m1, m2)
+    safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    r1, r2 = torch.exp(m1 - safe), torch.exp(m2 - safe)
+    return torch.stack([m, r1 * l1 + r2 * l2]), r1[:, None] * a1 + r2[:, None] * a2
+
+
+def _merges(answer, g):  # noqa: ANN001, ANN202
+    first, second = _state(g, 4, 5, 3), _state(g, 4, 7, 3)
+    m, ell, acc = answer(*first, *second)
+    (want_m, want_l), want_acc = _merge64(*(t.double() for t in (*first, *second)))
+    return (compare(m, want_m, atol=1e-6, what="m") or compare(ell, want_l, atol=1e-5, rtol=1e-5, what="ℓ")
+            or compare(acc, want_acc, atol=1e-5, rtol=1e-5, what="acc"))
+
+
+def _empty_states(answer, g):  # noqa: ANN001, ANN202
+    empty = (torch.full((3,), -math.inf), torch.zeros(3), torch.zeros(3, 2))
+    m, ell, acc = answer(*empty, *empty)
+    if not (torch.isneginf(m).all() and (ell == 0).all() and (acc == 0).all()):
+        return f"two empty states should merge to (−inf, 0, 0), got m = {m.tolist()}, ℓ = {ell.tolist()}"
+    state = _state(g, 3, 4, 2)
+    m, ell, acc = answer(*empty, *state)
+    return compare(acc, state[2].double(), atol=1e-6, what="empty merged with a state: acc")
+
+
+register("6.1", "merging two online-softmax states", "build", "merge_states", [
+    Check("(m, ℓ, acc) of the two key blocks together: max, rescaled sums", _merges),
+    Check("an empty state (m = −inf, ℓ = 0) is the identity, and two empty states give no NaN", _empty_states),
+])
+
+
+def _stream64(q, k, v, block):  # noqa: ANN001, ANN202
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), -1) @ v
+
+
+def _stream_cases(g: torch.Generator) -> list[tuple]:
+    return [(torch.randn(5, 8, generator=g), torch.randn(13, 8, generator=g), torch.randn(13, 4, generator=g), 4),
+            (torch.randn(3, 16, generator=g) * 4, torch.randn(9, 16, generator=g), torch.randn(9, 2, generator=g), 9)]
+
+
+def _never_all_scores(answer, g):  # noqa: ANN001, ANN202
+    """Every tensor the answer's operations make, watched by a dispatch mode: none may be n_q × n_k."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    n_q, n_k = 3, 20
+    q, k, v = torch.randn(n_q, 5, generator=g), torch.randn(n_k, 5, generator=g), torch.randn(n_k, 7, generator=g)
+    shapes = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    shapes.append(tuple(t.shape))
+            return out
+
+    with Watch():
+        answer(q, k, v, 4)
+    whole = [sh for sh in shapes if n_q in sh and n_k in sh]
+    return None if not whole else f"an operation made a tensor of shape {whole[0]}: all {n_q} × {n_k} scores at once"
+
+
+register("6.2", "attention that streams over the keys", "build", "streaming_attention", [
+    agrees("equals softmax(q kᵀ / √d) v, keys taken block by block with the online softmax", _stream_cases,
+           _stream64, atol=1e-5),
+    Check("never makes an n_q × n_k tensor (3 queries, 20 keys, blocks of 4)", _never_all_scores),
+])
+
+
+def _cache_bytes(answer, g):  # noqa: ANN001, ANN202
+    for args in ((32, 32, 128, 4096, 2), (32, 8, 128, 4096, 2), (12, 12, 64, 1024, 4)):
+        got = answer(*args)
+        layers, kv_heads, d_head, tokens, size = args
+        want = 2 * layers * kv_heads * d_head * tokens * size
+        if not isinstance(got, int) or got != want:
+            off = f", {want / got:.3g} times too small" if isinstance(got, int) and got else ""
+            return f"layers, kv heads, d_head, tokens, bytes per number = {args}: got {describe(got)}{off}"
+    return None
+
+
+register("6.3", "the KV cache's size", "measure", "kv_cache_bytes", [
+    Check("bytes of keys and values for every layer, key-value head and token", _cache_bytes),
+])
+
+
+def _window_mask(answer, g):  # noqa: ANN001, ANN202
+    for n, window in ((6, 2), (8, 1), (5, 9), (10, 4)):
+        got, want = answer(n, window), causal_mask(n, window=window)
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != (n, n) or got.dtype != torch.bool:
+            return f"n = {n}: expected a bool tensor of shape ({n}, {n}), got {describe(got)}"
+        if not torch.equal(got, want):
+            i, j = (got != want).nonzero()[0].tolist()
+            return f"n = {n}, window = {window}: query {i} and key {j} are {'' if got[i, j] else 'not '}allowed"
+    return None
+
+
+register("6.4", "a sliding-window mask", "build", "sliding_window_mask", [
+    Check("query i sees keys j with i − window < j ≤ i (the window counts the query itself)", _window_mask),
+])

@@ -1,0 +1,206 @@
+"""Checking a learner's answer to an exercise: the learner's function goes in, a checklist comes out.
+
+Every chapter ends with exercises (a few also sit inside a section). Each names a function the learner writes in a
+notebook cell and a key such as ``"1.1"``; :func:`check` runs that exercise's checks on it and prints one line per
+property, ✓ or ✗, and for a ✗ the counterexample's shapes and where the largest error is — never the reference
+answer. A function that still raises ``NotImplementedError`` (the stub the chapter ships) is "not attempted", so
+the chapter runs from top to bottom before anyone has solved anything.
+
+How the checks are built, so that a correct answer passes on every machine and a wrong one fails:
+
+* inputs come from the check's own seeded generator (the learner's global random state is saved and restored);
+* values are compared with a float64 oracle computed live, not with stored numbers, at a tolerance that a float32
+  answer on any CPU or GPU meets;
+* properties are checked as well as values (rows sum to one, the future does not leak, the inputs are left as
+  they were);
+* each exercise's checks take well under 2 s on a CPU.
+
+``ATTENTION_COURSE_STRICT_EXERCISES=1`` (or ``check(..., strict=True)``) turns a failed or unattempted exercise
+into an :class:`ExerciseFailed` error: the course's tests run every solution that way, and every stub and every
+plausible wrong answer (``tests/test_exercises.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .._checks import check_callable, check_choice, check_int, describe
+
+__all__ = ["check", "exercises", "run_checks"]
+
+#: What a check reports: None when the property holds, else what went wrong (shapes, where, how far off).
+Verdict = str | None
+KINDS = ("derive", "build", "measure")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One property of an answer: ``run(answer, generator)`` returns None if it holds, else what went wrong."""
+
+    description: str
+    run: Callable[[Callable, torch.Generator], Verdict]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise: its key (``"1.1"``), title, kind (derive, build or measure), the name of the function the
+    learner writes, and its checks."""
+
+    key: str
+    title: str
+    kind: str
+    name: str
+    checks: tuple[Check, ...]
+
+
+@dataclass
+class Checklist:
+    """The outcome of :func:`run_checks`: one ``(description, passed, detail)`` line per check."""
+
+    exercise: Exercise
+    attempted: bool
+    lines: list[tuple[str, bool, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.attempted and all(ok for _, ok, _ in self.lines)
+
+    def __str__(self) -> str:
+        head = f"Exercise {self.exercise.key} ({self.exercise.kind}): {self.exercise.title}"
+        if not self.attempted:
+            return (f"{head}\n  not attempted: {self.exercise.name} still raises NotImplementedError; "
+                    "write it above and run the cell again")
+        body = [f"  {'✓' if ok else '✗'} {text}" + (f"\n      {detail}" if detail else "")
+                for text, ok, detail in self.lines]
+        verdict = "all checks pass" if self.passed else f"{sum(not ok for _, ok, _ in self.lines)} check(s) fail"
+        return "\n".join([head, *body, f"  {verdict}"])
+
+
+class ExerciseFailed(AssertionError):
+    """Strict mode: an exercise's answer failed a check or was not attempted."""
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def register(key: str, title: str, kind: str, name: str, checks: Sequence[Check]) -> Exercise:
+    """Add an exercise to the registry (the chapter modules do, at import)."""
+    if key in _REGISTRY:
+        raise ValueError(f"key must be new, got {key!r}, registered twice")
+    check_choice("kind", kind, KINDS)
+    found = Exercise(key, title, kind, name, tuple(checks))
+    _REGISTRY[key] = found
+    return found
+
+
+def exercises() -> dict[str, Exercise]:
+    """Every registered exercise by key, in chapter order."""
+    from . import chapter1, chapter2, chapter3, chapter4, chapter5, chapter6, chapter7  # noqa: F401 -- register
+
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: tuple(int(p) for p in kv[0].split("."))))
+
+
+def _exercise(key: object) -> Exercise:
+    if not isinstance(key, str):
+        raise TypeError(f"key must be an exercise's key such as '1.1', got {describe(key)}")
+    found = exercises()
+    if key not in found:
+        raise ValueError(f"key must be one of the course's exercises ({', '.join(found)}), got {key!r}")
+    return found[key]
+
+
+def run_checks(key: str, answer: Callable, *, seed: int = 0) -> Checklist:
+    """Run exercise ``key``'s checks on ``answer``, the learner's function; nothing printed.
+
+    Args:
+        key: the exercise, such as ``"1.1"``. answer: the function the exercise asks for.
+        seed: seeds the checks' own generator (the learner's random state is saved and restored).
+
+    Raises:
+        TypeError, ValueError: an unknown key, an answer that is not callable, a bad seed.
+    """
+    exercise = _exercise(key)
+    answer = check_callable("answer", answer, f"the function {exercise.name} the exercise asks for")
+    seed = check_int("seed", seed, low=0)
+    result = Checklist(exercise, attempted=True)
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        for item in exercise.checks:
+            generator = torch.Generator().manual_seed(seed)
+            try:
+                detail = item.run(answer, generator)
+            except NotImplementedError:
+                return Checklist(exercise, attempted=False, seconds=time.perf_counter() - start)
+            except Exception as error:  # noqa: BLE001 -- the learner's error is the check's finding
+                detail = f"raised {type(error).__name__}: {str(error)[:200]}"
+            result.lines.append((item.description, detail is None, detail or ""))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def check(key: str, answer: Callable, *, strict: bool | None = None, seed: int = 0) -> None:
+    """Run exercise ``key``'s checks on ``answer`` and print the checklist (the chapters' exercise cells).
+
+    Args:
+        key, answer, seed: as :func:`run_checks`.
+        strict: raise :class:`ExerciseFailed` unless every check passes; default: whether the environment sets
+            ``ATTENTION_COURSE_STRICT_EXERCISES=1`` (the course's tests do).
+    """
+    if strict is None:
+        strict = os.environ.get("ATTENTION_COURSE_STRICT_EXERCISES", "") == "1"
+    elif not isinstance(strict, bool):
+        raise TypeError(f"strict must be True, False or None, got {describe(strict)}")
+    result = run_checks(key, answer, seed=seed)
+    print(result)
+    if strict and not result.passed:
+        raise ExerciseFailed(f"exercise {key} must pass every check in strict mode, got:\n{result}")
+
+
+# ------------------------------------------------------------------------------------------ building checks
+def where_off(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Where two same-shaped tensors differ most, and by how much."""
+    diff = (got.double() - want.double()).abs().nan_to_num(float("inf"))
+    flat = int(diff.argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape)) if diff.ndim else ()
+    return (f"largest error {float(diff.flatten()[flat]):.2e} at index {index}"
+            + (" (NaN or inf in the answer)" if not torch.isfinite(got).all() else ""))
+
+
+def compare(got: Any, want: torch.Tensor, *, atol: float, rtol: float = 0.0, what: str = "the output") -> Verdict:
+    """None if ``got`` is a tensor of ``want``'s shape within ``atol + rtol·|want|``, else why not."""
+    if not isinstance(got, torch.Tensor):
+        return f"{what} must be a torch tensor, got {describe(got)}"
+    if tuple(got.shape) != tuple(want.shape):
+        return f"{what} should have shape {tuple(want.shape)}, got {tuple(got.shape)}"
+    ok = (got.double() - want.double()).abs() <= atol + rtol * want.double().abs()
+    return None if bool(ok.all()) else f"{where_off(got, want)} (tolerance {atol:.0e})"
+
+
+def agrees(description: str, cases: Callable[[torch.Generator], list[tuple]], oracle: Callable, *,
+           atol: float = 1e-5, rtol: float = 1e-5) -> Check:
+    """A check that the answer equals ``oracle`` (float64) on every case ``cases(generator)`` makes, and leaves
+    its tensor inputs as they were. A failure names the case and its inputs' shapes."""
+
+    def run(answer: Callable, generator: torch.Generator) -> Verdict:
+        for number, args in enumerate(cases(generator), 1):
+            kept = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            got = answer(*args)
+            want = oracle(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                            for a in kept])
+            shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in kept)
+            verdict = compare(got, want, atol=atol, rtol=rtol)
+            if verdict is None and any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
+                                       for a, b in zip(args, kept, strict=True)):
+                verdict = "the answer changed its inputs in place"
+            if verdict:
+                return f"case {number} (inputs {shapes}): {verdict}"
+        return None
+
+    return Check(description, run)

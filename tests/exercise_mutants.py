@@ -1,0 +1,176 @@
+"""Plausible wrong answers to every exercise — the mistakes the chapters warn about — which each exercise's check must
+reject (tests/test_exercises.py). Each is a small edit of the solution in solutions/chNN.py."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _softmax_attention(q, k, v, scale, dim=-1):
+    return torch.softmax(q @ k.transpose(-2, -1) * scale, dim=dim) @ v
+
+
+def _naive_softmax_attention(q, k, v):
+    w = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).exp()  # no max subtracted: overflows
+    return w / w.sum(-1, keepdim=True) @ v
+
+
+def _bisect(f, target):
+    low, high = 0.0, 64.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if f(mid) > target else (low, mid)
+    return (low + high) / 2
+
+
+def _entropy_bits(scores, target):
+    def h(beta):
+        p = torch.softmax(beta * scores.double(), -1)
+        return float(-(p * p.clamp_min(1e-300).log2()).sum())  # bits, where the target is in nats
+    return _bisect(h, target)
+
+
+def _temperature_not_inverse(scores, target):
+    def h(beta):
+        p = torch.softmax(beta * scores.double(), -1)
+        return float(-(p * p.clamp_min(1e-300).log()).sum())
+    return 1 / _bisect(h, target)  # returns T = 1/β where β is asked for
+
+
+def _grad(q, k, v, g, *, centred=True, scaled=True):
+    d = q.shape[-1]
+    p = torch.softmax(k @ q / math.sqrt(d), -1)
+    ds = p * (v @ g - ((p @ v) @ g if centred else 0))
+    return ds @ k / (math.sqrt(d) if scaled else 1)
+
+
+def _mha(x, w, b, ow, ob, heads, *, scale_by_model=False, bias=True):
+    batch, n, d = x.shape
+    d_h = d // heads
+    q, k, v = (x @ w.T + (b if bias else 0)).split(d, -1)
+    q, k, v = (t.view(batch, n, heads, d_h).transpose(1, 2) for t in (q, k, v))
+    a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d if scale_by_model else d_h), -1)
+    return (a @ v).transpose(1, 2).reshape(batch, n, d) @ ow.T + ob
+
+
+def _merge(m1, l1, a1, m2, l2, a2, *, rescale=True):
+    m = torch.maximum(m1, m2)
+    r1, r2 = torch.exp(m1 - m), torch.exp(m2 - m)  # NaN when both are −inf
+    if not rescale:
+        r1 = r2 = torch.ones_like(m)
+    return m, r1 * l1 + r2 * l2, r1[:, None] * a1 + r2[:, None] * a2
+
+
+def _stream(q, k, v, block, *, rescale_acc=True):
+    scale = 1 / math.sqrt(q.shape[-1])
+    m, ell, acc = torch.full((q.shape[0],), -math.inf), torch.zeros(q.shape[0]), torch.zeros(q.shape[0], v.shape[1])
+    for j in range(0, k.shape[0], block):
+        s = q @ k[j:j + block].T * scale
+        m_new = torch.maximum(m, s.amax(-1))
+        r, p = torch.exp(m - m_new), torch.exp(s - m_new[:, None])
+        ell = r * ell + p.sum(-1)
+        acc = (r[:, None] if rescale_acc else 1) * acc + p @ v[j:j + block]
+        m = m_new
+    return acc / ell[:, None]
+
+
+def _top_p(logits, p, *, include_crossing=True, ascending=False):
+    probs = torch.softmax(logits, -1)
+    sp_, order = probs.sort(descending=not ascending)
+    cum = sp_.cumsum(-1)
+    keep_sorted = (cum - sp_ < p) if include_crossing else (cum <= p)
+    keep = torch.zeros_like(logits, dtype=torch.bool)
+    keep[order] = keep_sorted
+    return logits.masked_fill(~keep, -math.inf)
+
+
+def _merge_ids(ids, pair, new, *, overlapping=False, first_only=False):
+    out, i, done = [], 0, False
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair) and not done:
+            out.append(new)
+            i += 1 if overlapping else 2
+            done = first_only
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _positions(n, d, *, swap=False, exponent=2):
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    freq = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) * (exponent / 2) / d)
+    pe = torch.zeros(n, d, dtype=torch.float64)
+    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    pe[:, 0::2], pe[:, 1::2] = first(pos * freq), second(pos * freq)
+    return pe.float()
+
+
+MUTANTS = {
+    "1.1": {"no 1/√d": lambda q, k, v: _softmax_attention(q, k, v, 1.0),
+            "softmax over the queries": lambda q, k, v: _softmax_attention(q, k, v, q.shape[-1] ** -0.5, dim=-2),
+            "exp without subtracting the max": _naive_softmax_attention,
+            "zeros of the right shape": lambda q, k, v: torch.zeros(*q.shape[:-1], v.shape[-1])},
+    "1.2": {"−‖k‖² (the 1/2 dropped)": lambda k: -(k * k).sum(-1),
+            "+‖k‖²/2 (the sign flipped)": lambda k: 0.5 * (k * k).sum(-1)},
+    "1.3": {"entropy in bits": _entropy_bits, "the temperature 1/β": _temperature_not_inverse},
+    "1.4": {"the −g·o term dropped": lambda q, k, v, g: _grad(q, k, v, g, centred=False),
+            "the 1/√d dropped": lambda q, k, v, g: _grad(q, k, v, g, scaled=False)},
+    "2.1": {"d²": lambda d: d**2, "√d": lambda d: d**0.5, "1 (one term's variance)": lambda d: d**0},
+    "2.2": {"−p pᵀ only": lambda p: -torch.outer(p, p), "diag(p) − (p·p)": lambda p: torch.diag(p) - p @ p},
+    "2.3": {"uniform over 4": lambda: torch.full((4,), 0.25), "one-hot": lambda: torch.tensor([1.0, 0.0, 0.0])},
+    "2.4": {"divided by d_k": lambda w, d_k: w / d_k, "multiplied by √d_k": lambda w, d_k: w * math.sqrt(d_k)},
+    "3.1": {"queries from the encoder, keys and values from the decoder":
+            lambda xd, xe, wq, wk, wv: _cross(xe, xd, wq, wk, wv),
+            "keys from the decoder": lambda xd, xe, wq, wk, wv: _cross(xd, xd, wq, wk, wv, values=xe)},
+    "3.2": {"W^K W^Qᵀ (the transpose)": lambda wq, wk: wk @ wq.T, "W^Q W^Qᵀ": lambda wq, wk: wq @ wq.T},
+    "3.3": {"W^{QK} itself": lambda w: w, "element-wise square root": lambda w: w.clamp_min(0).sqrt()},
+    "3.4": {"(W^V W^O)ᵀ": lambda wv, wo: (wv @ wo).T, "W^V only": lambda wv, wo: wv},
+    "4.1": {"reshaped without the transpose": lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1),
+            "features interleaved across heads":
+            lambda x, h: x.view(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2)},
+    "4.2": {"scaled by √d_model": lambda *a: _mha(*a, scale_by_model=True),
+            "in_proj_bias forgotten": lambda *a: _mha(*a, bias=False)},
+    "4.3": {"times the number of heads": lambda n, d, h: 2 * n * n * d * h,
+            "multiply-adds, not FLOPs": lambda n, d, h: n * n * d},
+    "4.4": {"heads tiled, not grouped": lambda q, k, v: F.scaled_dot_product_attention(
+                q, k.repeat(1, q.shape[1] // k.shape[1], 1, 1), v.repeat(1, q.shape[1] // k.shape[1], 1, 1)),
+            "key-value head 0 for every query head": lambda q, k, v: F.scaled_dot_product_attention(
+                q, k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1))},
+    "5.1": {"upper-left (is_causal)": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(),
+            "the diagonal excluded": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q - 1)},
+    "5.2": {"ε spread over the other classes (tensor2tensor)": lambda lo, t, eps: -(
+                (F.one_hot(t, lo.shape[-1]) * (1 - eps - eps / (lo.shape[-1] - 1)) + eps / (lo.shape[-1] - 1))
+                * torch.log_softmax(lo, -1)).sum(-1).mean(),
+            "no smoothing": lambda lo, t, eps: F.cross_entropy(lo, t)},
+    "5.3": {"sin and cos swapped": lambda n, d: _positions(n, d, swap=True),
+            "exponent i/d, not 2i/d": lambda n, d: _positions(n, d, exponent=1)},
+    "5.4": {"post-LN": lambda x, f, norm: norm(x + f(x)), "no residual": lambda x, f, norm: f(norm(x))},
+    "6.1": {"no rescaling": lambda *s: _merge(*s, rescale=False),
+            "NaN on two empty states": lambda *s: _merge(*s)},
+    "6.2": {"acc not rescaled": lambda q, k, v, b: _stream(q, k, v, b, rescale_acc=False),
+            "all scores at once": lambda q, k, v, b: _softmax_attention(q, k, v, q.shape[-1] ** -0.5)},
+    "6.3": {"keys only (no factor 2)": lambda L, h, d, t, b: L * h * d * t * b,
+            "bits, not bytes": lambda L, h, d, t, b: 16 * L * h * d * t * b},
+    "6.4": {"a band both ways": lambda n, w: (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() < w,
+            "one key too many": lambda n, w: torch.ones(n, n, dtype=torch.bool).tril() &
+            ~torch.ones(n, n, dtype=torch.bool).tril(-w - 1)},
+    "7.1": {"the crossing token dropped": lambda lo, p: _top_p(lo, p, include_crossing=False),
+            "the least probable first": lambda lo, p: _top_p(lo, p, ascending=True)},
+    "7.2": {"nats": lambda lo, t, c: F.cross_entropy(lo.flatten(0, 1), t.flatten(), reduction="sum") / c,
+            "per token, not per character": lambda lo, t, c: F.cross_entropy(lo.flatten(0, 1), t.flatten())
+            / math.log(2)},
+    "7.3": {"overlapping occurrences": lambda ids, pair, new: _merge_ids(ids, pair, new, overlapping=True),
+            "first occurrence only": lambda ids, pair, new: _merge_ids(ids, pair, new, first_only=True)},
+    "7.4": {"no shift": lambda lo, t: F.cross_entropy(lo.flatten(0, 1), t.flatten()),
+            "shifted the wrong way": lambda lo, t: F.cross_entropy(lo[:, 1:].flatten(0, 1), t[:, :-1].flatten())},
+}
+
+
+def _cross(x_q, x_kv, w_q, w_k, w_v, values=None):
+    q, k = x_q @ w_q, x_kv @ w_k
+    v = (x_kv if values is None else values) @ w_v
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), -1) @ v
