@@ -113,7 +113,7 @@ def _masked_reference(q, k, v, mask):
 def _check_against(out, q, k, v, mask, *, atol=1e-5):
     reference, leaves = _masked_reference(q, k, v, mask)
     torch.testing.assert_close(out.double(), reference, atol=atol, rtol=1e-5)
-    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(3)).to(out.dtype)
     mine = _grads(out, (q, k, v), grad_out)
     for a, b in zip(mine, _grads(reference, leaves, grad_out.double()), strict=True):
         torch.testing.assert_close(a.double(), b, atol=atol, rtol=1e-5)
@@ -166,6 +166,49 @@ def test_grouped_query_attention(causal):
     torch.testing.assert_close(out16.float(), reference, atol=5e-3, rtol=5e-3)
     grads = _grads(out16, half, torch.ones_like(out16))
     assert grads[1].dtype == torch.float16 and grads[1].shape == k.shape
+
+
+@needs_triton
+@needs_interpreter
+@pytest.mark.parametrize(("alignment", "n_q", "n_k", "window", "heads", "kv_heads", "block_q", "block_k"), [
+    ("lower_right", 37, 45, None, 2, 2, 32, 16),
+    ("lower_right", 45, 37, 9, 2, 2, 16, 32),  # a window, and rows that see no key
+    ("upper_left", 65, 65, 20, 4, 2, 64, 16),  # a window wider than a key tile, grouped heads
+    ("lower_right", 17, 40, 1, 6, 2, 16, 16),
+])
+def test_masks_with_unequal_tiles_and_groups(alignment, n_q, n_k, window, heads, kv_heads, block_q, block_k):
+    """Query and key tiles of different sizes with each mask: the loops' masked and unmasked parts then start and
+    end at different tiles."""
+    q, _, _ = _inputs(1, heads, n_q, n_k, 16, seed=n_q)
+    _, k, v = _inputs(1, kv_heads, n_q, n_k, 16, seed=n_k)
+    out, _ = triton_attention(q, k, v, causal=alignment, window=window, block_q=block_q, block_k=block_k)
+    _check_against(out, q, k, v, causal_mask(n_q, n_k, alignment=alignment, window=window))
+
+
+@needs_triton
+@needs_interpreter
+@pytest.mark.parametrize("causal", [False, True])
+def test_very_negative_scores_give_finite_gradients(causal):
+    """Every score of a row near -400 (lse below float32's exp range) with a ragged last key tile: a padded key's
+    weight exp2(0 - lse) would overflow, so the ragged tile is masked in every kernel."""
+    q = torch.full((1, 1, 16, 16), 5.0, requires_grad=True)
+    k = torch.full((1, 1, 17, 16), -5.0, requires_grad=True)
+    v = torch.randn(1, 1, 17, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    out, lse = triton_attention(q, k, v, causal="lower_right" if causal else False, block_q=16, block_k=16)
+    assert float(lse.max()) < -88
+    _check_against(out, q, k, v, causal_mask(16, 17, alignment="lower_right") if causal
+                   else torch.ones(16, 17, dtype=torch.bool))
+
+
+@needs_triton
+@needs_interpreter
+def test_float16_gradients_are_close_to_float64():
+    """16-bit inputs, causal, grouped heads: values and all three gradients within 16-bit rounding of float64."""
+    q, _, _ = _inputs(1, 4, 33, 33, 16, seed=12)
+    _, k, v = _inputs(1, 2, 33, 33, 16, seed=13)
+    half = [t.detach().half().requires_grad_(True) for t in (q, k, v)]
+    out, _ = triton_attention(*half, causal=True, block_q=16, block_k=16)
+    _check_against(out, *half, causal_mask(33), atol=1e-2)
 
 
 @needs_triton
@@ -286,13 +329,17 @@ def test_the_kernels_compile_for_an_a100_without_one():
 
 
 def test_the_forward_kernel_has_an_unmasked_and_a_masked_loop():
-    """Each loop runs in two parts, the tiles every row sees whole (no mask) and the few that need one: compiled for
-    sm_90, the forward kernel holds the tile's body twice — twice the exp2 instructions one tile needs (BLOCK_M ·
-    BLOCK_N weights over 128 threads) — and its tensor-core products are Hopper's asynchronous wgmma."""
+    """Each loop runs in parts, the tiles every row sees whole (no mask) and the few that need one: compiled for
+    sm_90, the forward kernel holds the tile's body twice (three times with a window) — as many times the exp2
+    instructions one tile needs (BLOCK_M · BLOCK_N weights over 128 threads) — and its tensor-core products are
+    Hopper's asynchronous wgmma."""
     (compiled,) = compile_for_gpu(90, torch.bfloat16, 64, causal=True, kernels=("forward",))
     per_tile = compiled.block_m * compiled.block_n // 128
     assert compiled.ptx.count("ex2.approx") >= 2 * per_tile
     assert "wgmma.mma_async" in compiled.ptx
+    # with a window: the window's edge, the interior and the diagonal, three copies of the tile's body
+    (windowed,) = compile_for_gpu(90, torch.bfloat16, 64, causal=True, windowed=True, kernels=("forward",))
+    assert windowed.ptx.count("ex2.approx") >= 3 * per_tile
 
 
 def test_the_kernels_compile_for_a_t4_and_their_tiles_shrink_to_fit_it():

@@ -33,4 +33,8 @@ CASES = [
     case(tiles_for_gpu, lambda: tiles_for_gpu(75, d=0), ValueError, arg="d", id="kernels.tiles_for_gpu-d"),
     case(tiles_for_gpu, lambda: tiles_for_gpu(75, kernels="dq"), TypeError, arg="kernels",
          id="kernels.tiles_for_gpu-kernels"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, windowed="yes"), TypeError, arg="windowed",
+         id="kernels.compile_for_gpu-windowed-type"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, windowed=True), ValueError, arg="windowed", says="causal",
+         id="kernels.compile_for_gpu-windowed-not-causal"),
 ]

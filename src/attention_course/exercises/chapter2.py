@@ -19,8 +19,11 @@ def _variance_is_d(answer, g):  # noqa: ANN001, ANN202
     got = answer(d)
     if not isinstance(got, sp.Expr):
         return f"the answer should be a SymPy expression in d, got {describe(got)}"
-    wrong = sp.simplify(got - d)
-    return None if wrong == 0 else f"the answer differs from the variance by {wrong} (for d = 4: {got.subs(d, 4)})"
+    if got.free_symbols - {d}:
+        return f"the answer should use the symbol d it is given, got one in {sorted(map(str, got.free_symbols))}"
+    if sp.simplify(got - d) == 0:
+        return None
+    return "not Var(q · k): your expression gives " + ", ".join(f"{got.subs(d, n)} at d = {n}" for n in (1, 2, 8))
 
 
 register("2.1", "the variance of q · k, derived", "derive", "dot_product_variance", [
@@ -84,6 +87,6 @@ def _same_scores(answer, g):  # noqa: ANN001, ANN202
 
 
 register("2.4", "fold the scale into W^Q", "build", "fold_scale", [
-    agrees("returns W^Q / √d_k, the input left as it was", _fold_cases, lambda w, d_k: w / math.sqrt(d_k)),
+    agrees("equals the reference W', the input left as it was", _fold_cases, lambda w, d_k: w / math.sqrt(d_k)),
     Check("(X W')(X W^K)ᵀ equals the scaled scores (X W^Q)(X W^K)ᵀ / √d_k", _same_scores),
 ])

@@ -78,7 +78,7 @@ def _ov_same_output(answer, g):  # noqa: ANN001, ANN202
 
 
 register("3.4", "the OV circuit: values and output in one matrix", "build", "ov_circuit", [
-    agrees("returns W^V W^O, d_model × d_model",
+    agrees("equals the reference W^{OV}, d_model × d_model",
            lambda g: [(_randn(g, 8, 3), _randn(g, 3, 8)), (_randn(g, 5, 5), _randn(g, 5, 5))],
            lambda w_v, w_o: w_v @ w_o),
     Check("A (X W^V) W^O = A X W^{OV} for attention weights A", _ov_same_output),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .._checks import describe
@@ -28,12 +29,22 @@ def _merge64(m1, l1, a1, m2, l2, a2):  # noqa: ANN001, ANN202
     return torch.stack([m, r1 * l1 + r2 * l2]), r1[:, None] * a1 + r2[:, None] * a2
 
 
-def _merges(answer, g):  # noqa: ANN001, ANN202
-    first, second = _state(g, 4, 5, 3), _state(g, 4, 7, 3)
-    m, ell, acc = answer(*first, *second)
+def _merged(answer, first, second):  # noqa: ANN001, ANN202
+    """None if answer merges the two states as the reference does, leaving them as they were."""
     (want_m, want_l), want_acc = _merge64(*(t.double() for t in (*first, *second)))
+    kept = [t.clone() for t in (*first, *second)]
+    got = answer(*first, *second)
+    if not (isinstance(got, (tuple, list)) and len(got) == 3):
+        return f"the answer should be a tuple (m, ℓ, acc), got {describe(got)}"
+    if any(not torch.equal(a, b) for a, b in zip((*first, *second), kept, strict=True)):
+        return "the answer changed its input states in place"
+    m, ell, acc = got
     return (compare(m, want_m, atol=1e-6, what="m") or compare(ell, want_l, atol=1e-5, rtol=1e-5, what="ℓ")
             or compare(acc, want_acc, atol=1e-5, rtol=1e-5, what="acc"))
+
+
+def _merges(answer, g):  # noqa: ANN001, ANN202
+    return _merged(answer, _state(g, 4, 5, 3), _state(g, 4, 7, 3))
 
 
 def _empty_states(answer, g):  # noqa: ANN001, ANN202
@@ -42,8 +53,7 @@ def _empty_states(answer, g):  # noqa: ANN001, ANN202
     if not (torch.isneginf(m).all() and (ell == 0).all() and (acc == 0).all()):
         return f"two empty states should merge to (−inf, 0, 0), got m = {m.tolist()}, ℓ = {ell.tolist()}"
     state = _state(g, 3, 4, 2)
-    m, ell, acc = answer(*empty, *state)
-    return compare(acc, state[2].double(), atol=1e-6, what="empty merged with a state: acc")
+    return _merged(answer, empty, state) or _merged(answer, state, empty)
 
 
 register("6.1", "merging two online-softmax states", "build", "merge_states", [
@@ -65,8 +75,8 @@ def _never_all_scores(answer, g):  # noqa: ANN001, ANN202
     """Every tensor the answer's operations make, watched by a dispatch mode: none may be n_q × n_k."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    n_q, n_k = 3, 20
-    q, k, v = torch.randn(n_q, 5, generator=g), torch.randn(n_k, 5, generator=g), torch.randn(n_k, 7, generator=g)
+    n_q, n_k, d, d_v, block = 3, 20, 6, 7, 4
+    q, k, v = torch.randn(n_q, d, generator=g), torch.randn(n_k, d, generator=g), torch.randn(n_k, d_v, generator=g)
     shapes = []
 
     class Watch(TorchDispatchMode):
@@ -78,15 +88,20 @@ def _never_all_scores(answer, g):  # noqa: ANN001, ANN202
             return out
 
     with Watch():
-        answer(q, k, v, 4)
-    whole = [sh for sh in shapes if n_q in sh and n_k in sh]
-    return None if not whole else f"an operation made a tensor of shape {whole[0]}: all {n_q} × {n_k} scores at once"
+        answer(q, k, v, block)
+    # k, v and their copies or transposes may span the keys; nothing else may (a query's scores against every key)
+    spanning = [sh for sh in shapes if n_k in sh and sorted(sh) not in (sorted((n_k, d)), sorted((n_k, d_v)))]
+    if spanning:
+        return f"an operation made a tensor of shape {spanning[0]}: scores against all {n_k} keys at once"
+    if not any(block in sh and n_q in sh for sh in shapes):
+        return f"no PyTorch operation made a block of scores ({n_q} queries × {block} keys)"
+    return None
 
 
 register("6.2", "attention that streams over the keys", "build", "streaming_attention", [
     agrees("equals softmax(q kᵀ / √d) v, keys taken block by block with the online softmax", _stream_cases,
            _stream64, atol=1e-5),
-    Check("never makes an n_q × n_k tensor (3 queries, 20 keys, blocks of 4)", _never_all_scores),
+    Check("never computes scores against all keys at once (3 queries, 20 keys, blocks of 4)", _never_all_scores),
 ])
 
 
@@ -96,8 +111,10 @@ def _cache_bytes(answer, g):  # noqa: ANN001, ANN202
         layers, kv_heads, d_head, tokens, size = args
         want = 2 * layers * kv_heads * d_head * tokens * size
         if not isinstance(got, int) or got != want:
-            off = f", {want / got:.3g} times too small" if isinstance(got, int) and got else ""
-            return f"layers, kv heads, d_head, tokens, bytes per number = {args}: got {describe(got)}{off}"
+            if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+                return f"the answer should be an integer number of bytes, got {describe(got)}"
+            return (f"layers, kv heads, d_head, tokens, bytes per number = {args}: {got} is too "
+                    f"{'small' if got < want else 'large'}")
     return None
 
 
@@ -107,7 +124,7 @@ register("6.3", "the KV cache's size", "measure", "kv_cache_bytes", [
 
 
 def _window_mask(answer, g):  # noqa: ANN001, ANN202
-    for n, window in ((6, 2), (8, 1), (5, 9), (10, 4)):
+    for n, window in ((6, 2), (8, 1), (5, 9), (10, 4), (7, 7)):
         got, want = answer(n, window), causal_mask(n, window=window)
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != (n, n) or got.dtype != torch.bool:
             return f"n = {n}: expected a bool tensor of shape ({n}, {n}), got {describe(got)}"

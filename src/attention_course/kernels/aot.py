@@ -54,6 +54,7 @@ def compile_for_gpu(
     kernels: tuple[str, ...] = ("forward", "dkdv", "dq"),
     block_q: int | None = None,
     block_k: int | None = None,
+    windowed: bool = False,
 ) -> list[GpuCompilation]:
     """Compile the kernels for an NVIDIA GPU without one: Triton's compiler and ``ptxas`` run on the CPU, so a
     machine with no GPU can check that the code compiles for, say, an H100 and how much shared memory its tiles
@@ -66,6 +67,7 @@ def compile_for_gpu(
         dtype: the inputs' dtype (float32, float16 or bfloat16).
         d: head size, 1 to 256; causal, block_q, block_k: as :func:`~attention_course.kernels.triton_attention`.
         kernels: which of "forward", "dkdv", "dq" to compile.
+        windowed: compile the sliding-window variant (``triton_attention(..., window=...)``; needs ``causal``).
 
     Raises:
         TypeError, ValueError: bad arguments. ImportError: triton is not installed. RuntimeError: the compiler
@@ -77,6 +79,9 @@ def compile_for_gpu(
         raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
     d = check_int("d", d, high=MAX_HEAD_DIM)
     causal = check_flag("causal", causal)
+    if check_flag("windowed", windowed) and not causal:
+        raise ValueError("windowed must come with causal=True (a sliding window looks back from each query), got "
+                         "windowed=True with causal=False")
     if isinstance(kernels, str) or not isinstance(kernels, (tuple, list)) or not kernels:
         raise TypeError(f"kernels must be a non-empty tuple of kernel names, got {describe(kernels)}")
     for name in kernels:
@@ -85,7 +90,7 @@ def compile_for_gpu(
                                                check_tile("block_k", block_k))
     # In a fresh Python without TRITON_INTERPRET: triton compiles for a GPU only if it was imported that way.
     request = {"arch": arch, "dtype": _TRITON_TYPES[dtype], "kernels": list(kernels), "warps": warps,
-               "constants": {"CAUSAL": causal, "WINDOWED": False, "BLOCK_M": block_m, "BLOCK_N": block_n,
+               "constants": {"CAUSAL": causal, "WINDOWED": windowed, "BLOCK_M": block_m, "BLOCK_N": block_n,
                              "BLOCK_D": block_d}}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)

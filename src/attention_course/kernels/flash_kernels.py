@@ -26,12 +26,12 @@ backward FLOPs.
 of an ``n`` that is not a multiple overhangs the tensor: its loads are masked (``other=0``), its stores masked.
 ``causal`` is a diagonal at ``OFFSET``: query ``i`` sees keys ``j ≤ i + OFFSET`` (0: upper-left, as
 ``is_causal``; ``n_k − n_q``: lower-right, new queries after cached keys), and ``WINDOW`` (a sliding window, as
-Mistral's) keeps only keys ``j > i + OFFSET − WINDOW``. Each loop runs in two parts (:func:`_key_range`): the tiles
-every row of the block sees whole, with no mask at all, then the few that need one — the tiles crossing the
-diagonal, the ragged last tile, a window's edge — where scores outside the mask are set to ``-inf`` (weight 0).
-Tiles no row sees are not visited: about half of them in a causal square, all but ``≈ WINDOW / BLOCK_N + 1`` per
-row of tiles with a window. A row that sees no key (lower-right with ``n_q > n_k``) gets a zero output and
-``lse = -inf``, as :func:`attention_course.tiled.tiled_attention`.
+Mistral's) keeps only keys ``j > i + OFFSET − WINDOW``. Each loop runs in parts (:func:`_key_range`): the tiles
+every row of the block sees whole, with no mask at all, and the few that need one — a window's left edge, the tiles
+crossing the diagonal, the ragged last tile — where scores outside the mask are set to ``-inf`` (weight 0) before
+``exp2``. Tiles no real row sees are not visited: about half of them in a causal square, all but
+``≈ (WINDOW + BLOCK_M) / BLOCK_N + 1`` per row of tiles with a window. A row that sees no key (lower-right with
+``n_q > n_k``) gets a zero output and ``lse = -inf``, as :func:`attention_course.tiled.tiled_attention`.
 
 **exp2.** The softmax is computed in base 2: the scores are multiplied by ``scale · log₂e`` once, and ``exp2``
 (one GPU instruction; ``exp`` is ``exp2`` after a multiply) replaces ``exp`` in every tile; ``lse`` is stored in
@@ -39,7 +39,8 @@ natural-log units, as the other tiled passes return it.
 
 **Grouped-query attention.** ``K`` and ``V`` may have fewer heads than ``Q`` (``GROUP`` query heads share each
 key-value head): a program reads the key-value head of its query head, and the backward pass writes dK and dV per
-query head, which the wrapper sums over each group.
+query head, which the wrapper sums over each group — float32 buffers ``GROUP`` times the size of K and V (twice
+that again for 16-bit inputs), the price of one writer per output without atomic adds.
 
 **Without a GPU.** With ``TRITON_INTERPRET=1`` set before triton is first imported (this module imports it at
 the first call), Triton runs the same kernels in its numpy interpreter on CPU tensors, exact enough to test
@@ -77,21 +78,26 @@ def _visible(rows, cols, N_Q, N_K, OFFSET, WINDOW, CAUSAL: tl.constexpr, WINDOWE
     return visible
 
 
-def _key_range(first_row, N_K, OFFSET, WINDOW, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,  # noqa: ANN001, N803
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """For the query block starting at ``first_row``: the keys ``[lo, hi)`` any of its rows sees, and ``full``:
-    the key tiles in ``[lo, full)`` are visible to every row and need no mask. Only the tiles in ``[full, hi)``
-    (the diagonal, the ragged last tile, a window's edges) are masked."""
+def _key_range(first_row, N_Q, N_K, OFFSET, WINDOW, CAUSAL: tl.constexpr,  # noqa: ANN001, N803
+               WINDOWED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """For the query block starting at ``first_row``, key positions ``lo ≤ inner ≤ full ≤ hi`` (``lo``, ``inner``,
+    ``full`` multiples of BLOCK_N): the block's real rows see keys only in ``[lo, hi)``, and every one of them
+    sees each key of the tiles in ``[inner, full)`` — those need no mask. The tiles in ``[lo, inner)`` (a window's
+    edge) and ``[full, hi)`` (the diagonal, the ragged last tile) are masked."""
+    last_row = tl.minimum(first_row + BLOCK_M, N_Q) - 1  # the block's last real row
     lo = 0
     hi = N_K
     full = N_K // BLOCK_N * BLOCK_N  # tiles wholly inside the keys
-    if CAUSAL:  # the block's last row sees keys < first_row + BLOCK_M + OFFSET; its first row, < first_row + OFFSET + 1
-        hi = tl.maximum(tl.minimum(first_row + BLOCK_M + OFFSET, N_K), 0)
+    if CAUSAL:  # the last row sees keys ≤ last_row + OFFSET; every row, keys ≤ first_row + OFFSET
+        hi = tl.maximum(tl.minimum(last_row + OFFSET + 1, N_K), 0)
         full = tl.maximum(tl.minimum(first_row + OFFSET + 1, N_K), 0) // BLOCK_N * BLOCK_N
-    if WINDOWED:  # every tile is masked; tiles before the first row's window are skipped
+    inner = lo
+    if WINDOWED:  # the first row sees keys > first_row + OFFSET − WINDOW; every row, keys > last_row + OFFSET − WINDOW
         lo = tl.maximum(first_row + OFFSET - WINDOW + 1, 0) // BLOCK_N * BLOCK_N
-        full = lo
-    return lo, full, hi
+        inner = tl.minimum((tl.maximum(last_row + OFFSET - WINDOW + 1, 0) + BLOCK_N - 1) // BLOCK_N * BLOCK_N, full)
+        inner = tl.maximum(inner, lo)
+        full = tl.maximum(full, inner)
+    return lo, inner, full, hi
 
 
 def _forward_tile(acc, m, ell, q, K, V, start, rows, cols_d, qk_scale, N_Q, N_K, D, OFFSET, WINDOW,  # noqa: ANN001, N803
@@ -130,11 +136,14 @@ def forward_kernel(Q, K, V, O, LSE, qk_scale, N_Q, N_K, D, HEADS, GROUP, OFFSET,
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of each row's scores (base 2)
     ell = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp2(s - m)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # running sum of exp2(s - m) v
-    lo, full, hi = _key_range(block * BLOCK_M, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED, BLOCK_M, BLOCK_N)
-    for start in range(lo, full, BLOCK_N):  # below the diagonal: no mask
+    lo, inner, full, hi = _key_range(block * BLOCK_M, N_Q, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED, BLOCK_M, BLOCK_N)
+    for start in range(lo, inner, BLOCK_N):  # a window's left edge
+        acc, m, ell = _forward_tile(acc, m, ell, q, K, V, start, rows, cols_d, qk_scale, N_Q, N_K, D, OFFSET,
+                                    WINDOW, True, CAUSAL, WINDOWED, BLOCK_N)
+    for start in range(inner, full, BLOCK_N):  # seen whole by every row: no mask
         acc, m, ell = _forward_tile(acc, m, ell, q, K, V, start, rows, cols_d, qk_scale, N_Q, N_K, D, OFFSET,
                                     WINDOW, False, CAUSAL, WINDOWED, BLOCK_N)
-    for start in range(full, hi, BLOCK_N):  # on the diagonal, the window's edge, the ragged last tile
+    for start in range(full, hi, BLOCK_N):  # on the diagonal, the ragged last tile
         acc, m, ell = _forward_tile(acc, m, ell, q, K, V, start, rows, cols_d, qk_scale, N_Q, N_K, D, OFFSET,
                                     WINDOW, True, CAUSAL, WINDOWED, BLOCK_N)
     empty = ell == 0.0  # a row that sees no key (lower-right with n_q > n_k): zero output, lse = -inf
@@ -160,11 +169,11 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, start, cols, cols_d, qk_scale, N
     rows = start + tl.arange(0, BLOCK_M)
     q, do = _load_rows(Q, rows, cols_d, N_Q, D), _load_rows(DO, rows, cols_d, N_Q, D)
     lse, delta = _row_stats(LSE, DELTA, rows, N_Q)
-    p = tl.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])  # the tile of the weights, recomputed
-    if MASKED:
-        p = tl.where(_visible(rows, cols, N_Q, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED), p, 0.0)
-    # Unmasked tiles need no mask even when ragged: a padded query row has q = dO = 0 and adds nothing, and a
-    # padded key column's results are never stored.
+    logit = tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None]  # log₂ of the tile of the weights, recomputed
+    if MASKED:  # masked before exp2, so that a masked entry is exp2(-inf) = 0 and never overflows
+        logit = tl.where(_visible(rows, cols, N_Q, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED), logit, float("-inf"))
+    p = tl.exp2(logit)
+    # Unmasked tiles need no mask even past the last query: a padded query row has q = dO = 0 and adds nothing.
     dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = Pᵀ dO
     ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])  # dS = P ∘ (dO Vᵀ − D)
     dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # dK = scale · dSᵀ Q (scaled once, at the end)
@@ -187,20 +196,28 @@ def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, N_Q, N_K, D, HEADS, GROU
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    first, full, end = 0, 0, N_Q  # query tiles [first, full) masked, [full, end) not
+    # query tiles [first, full) and [inner_end, end) masked, [full, inner_end) seen whole by every key of the block
+    first, full, end = 0, 0, N_Q
+    last_key = tl.minimum(block * BLOCK_N + BLOCK_N, N_K) - 1  # the block's last real key
     if CAUSAL:  # queries before first_key − OFFSET see none of this block; from last_key − OFFSET on, all of it
         first = tl.maximum(block * BLOCK_N - OFFSET, 0) // BLOCK_M * BLOCK_M
-        full = tl.minimum((tl.maximum(block * BLOCK_N + BLOCK_N - 1 - OFFSET, 0) + BLOCK_M - 1) // BLOCK_M * BLOCK_M,
+        full = tl.minimum((tl.maximum(last_key - OFFSET, 0) + BLOCK_M - 1) // BLOCK_M * BLOCK_M,
                           (N_Q + BLOCK_M - 1) // BLOCK_M * BLOCK_M)
-    if WINDOWED:  # a window's queries stop seeing the block after last_key − OFFSET + WINDOW: all tiles masked
-        end = tl.minimum(block * BLOCK_N + BLOCK_N - 1 - OFFSET + WINDOW, N_Q)
-        full = end
+    inner_end = end
+    if WINDOWED:  # queries from first_key − OFFSET + WINDOW on no longer see the block's first key; none see it
+        end = tl.minimum(last_key - OFFSET + WINDOW, N_Q)  # from last_key − OFFSET + WINDOW on
+        inner_end = tl.maximum(tl.minimum((block * BLOCK_N - OFFSET + WINDOW) // BLOCK_M * BLOCK_M, end), full)
+    # the ragged last key block is masked throughout: a padded key's weight exp2(0 − lse) may overflow
+    inner_end = tl.where(block * BLOCK_N + BLOCK_N > N_K, full, inner_end)
     for start in range(first, full, BLOCK_M):
         dk, dv = _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, start, cols, cols_d, qk_scale, N_Q, N_K, D, OFFSET,
                             WINDOW, True, CAUSAL, WINDOWED, BLOCK_M)
-    for start in range(full, end, BLOCK_M):
+    for start in range(full, inner_end, BLOCK_M):
         dk, dv = _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, start, cols, cols_d, qk_scale, N_Q, N_K, D, OFFSET,
                             WINDOW, False, CAUSAL, WINDOWED, BLOCK_M)
+    for start in range(inner_end, end, BLOCK_M):
+        dk, dv = _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, start, cols, cols_d, qk_scale, N_Q, N_K, D, OFFSET,
+                            WINDOW, True, CAUSAL, WINDOWED, BLOCK_M)
     kv_mask = (cols[:, None] < N_K) & (cols_d[None, :] < D)
     tl.store(DK + cols[:, None] * D + cols_d[None, :], (dk * scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + cols[:, None] * D + cols_d[None, :], dv.to(DV.dtype.element_ty), mask=kv_mask)
@@ -211,9 +228,10 @@ def _dq_tile(dq, q, do, lse, delta, K, V, start, rows, cols_d, qk_scale, N_Q, N_
     """One key tile's share of a query block's dQ."""
     cols = start + tl.arange(0, BLOCK_N)
     k, v = _load_rows(K, cols, cols_d, N_K, D), _load_rows(V, cols, cols_d, N_K, D)
-    p = tl.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
-    if MASKED:  # (a padded key column has k = v = 0: its dS is finite and it adds dS · 0 to dQ)
-        p = tl.where(_visible(rows, cols, N_Q, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED), p, 0.0)
+    logit = tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None]
+    if MASKED:  # the ragged last tile too: a padded key's weight exp2(0 − lse) may overflow, and inf · 0 is NaN
+        logit = tl.where(_visible(rows, cols, N_Q, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED), logit, float("-inf"))
+    p = tl.exp2(logit)
     ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
     return dq + tl.dot(ds.to(k.dtype), k)  # dQ = scale · dS K (scaled once, at the end)
 
@@ -234,10 +252,11 @@ def dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, N_Q, N_K, D, HEADS, GROUP, OFF
     qk_scale = scale * 1.4426950408889634  # scale · log₂e
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    lo, full, hi = _key_range(block * BLOCK_M, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED, BLOCK_M, BLOCK_N)
-    if not CAUSAL:
-        full = hi  # the ragged last key tile needs no mask here (see _dq_tile)
-    for start in range(lo, full, BLOCK_N):
+    lo, inner, full, hi = _key_range(block * BLOCK_M, N_Q, N_K, OFFSET, WINDOW, CAUSAL, WINDOWED, BLOCK_M, BLOCK_N)
+    for start in range(lo, inner, BLOCK_N):
+        dq = _dq_tile(dq, q, do, lse, delta, K, V, start, rows, cols_d, qk_scale, N_Q, N_K, D, OFFSET, WINDOW,
+                      True, CAUSAL, WINDOWED, BLOCK_N)
+    for start in range(inner, full, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse, delta, K, V, start, rows, cols_d, qk_scale, N_Q, N_K, D, OFFSET, WINDOW,
                       False, CAUSAL, WINDOWED, BLOCK_N)
     for start in range(full, hi, BLOCK_N):
