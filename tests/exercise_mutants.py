@@ -152,7 +152,9 @@ MUTANTS = {
     "6.1": {"no rescaling": lambda *s: _merge(*s, rescale=False),
             "NaN on two empty states": lambda *s: _merge(*s)},
     "6.2": {"acc not rescaled": lambda q, k, v, b: _stream(q, k, v, b, rescale_acc=False),
-            "all scores at once": lambda q, k, v, b: _softmax_attention(q, k, v, q.shape[-1] ** -0.5)},
+            "all scores at once": lambda q, k, v, b: _softmax_attention(q, k, v, q.shape[-1] ** -0.5),
+            "one query at a time against every key": lambda q, k, v, b: torch.stack(
+                [torch.softmax(k @ qi / math.sqrt(q.shape[-1]), -1) @ v for qi in q])},
     "6.3": {"keys only (no factor 2)": lambda L, h, d, t, b: L * h * d * t * b,
             "bits, not bytes": lambda L, h, d, t, b: 16 * L * h * d * t * b},
     "6.4": {"a band both ways": lambda n, w: (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() < w,

@@ -39,7 +39,7 @@ bench() {  # bench SECONDS SCRIPT ARGS...: one benchmark, its output appended to
     timeout "$limit" python3 "$@" >>"$log" 2>&1 || echo "!! exit $? from $*" >>"$log"
 }
 if [ -z "${SKIP_BENCH:-}" ]; then  # SKIP_BENCH=1: the notebooks and unit tests only
-bench 150 benchmarks/bench_kernel.py --out "$OUT/bench_kernel_cuda.json"
+bench 240 benchmarks/bench_kernel.py --out "$OUT/bench_kernel_cuda.json"
 bench 60 benchmarks/bench_fast.py compare --device cuda --batch 4 --heads 16 --n 4096 --d 64 \
     --out "$OUT/bench_fast_cuda.json"
 bench 60 benchmarks/bench_mha.py --device cuda --batch 16 --n 1024 --d-model 1024 --heads 16 \
