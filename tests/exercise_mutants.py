@@ -77,6 +77,13 @@ def _stream(q, k, v, block, *, rescale_acc=True):
     return acc / ell[:, None]
 
 
+def _collected(q, k, v, block):
+    s = [q @ k[i:i + block].T / math.sqrt(q.shape[-1]) for i in range(0, len(k), block)]
+    m = torch.stack([b.amax(-1) for b in s]).amax(0)
+    p = [torch.exp(b - m[:, None]) for b in s]
+    return sum(pi @ v[j * block:(j + 1) * block] for j, pi in enumerate(p)) / sum(pi.sum(-1) for pi in p)[:, None]
+
+
 def _top_p(logits, p, *, include_crossing=True, ascending=False):
     probs = torch.softmax(logits, -1)
     sp_, order = probs.sort(descending=not ascending)
@@ -154,7 +161,8 @@ MUTANTS = {
     "6.2": {"acc not rescaled": lambda q, k, v, b: _stream(q, k, v, b, rescale_acc=False),
             "all scores at once": lambda q, k, v, b: _softmax_attention(q, k, v, q.shape[-1] ** -0.5),
             "one query at a time against every key": lambda q, k, v, b: torch.stack(
-                [torch.softmax(k @ qi / math.sqrt(q.shape[-1]), -1) @ v for qi in q])},
+                [torch.softmax(k @ qi / math.sqrt(q.shape[-1]), -1) @ v for qi in q]),
+            "every block collected, normalised at the end": _collected},
     "6.3": {"keys only (no factor 2)": lambda L, h, d, t, b: L * h * d * t * b,
             "bits, not bytes": lambda L, h, d, t, b: 16 * L * h * d * t * b},
     "6.4": {"a band both ways": lambda n, w: (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() < w,
