@@ -141,21 +141,23 @@ def test_the_syntax_tree_text_is_the_same_under_a_later_python(monkeypatch):
 
 
 def test_process_state_is_not_code(monkeypatch):
-    """The kernel module's lazily imported triton and its cache of fitted tiles change with what ran earlier in
-    the process; the fingerprint of code that reaches them must not (it did: a fresh clone's test order gave
-    chapter 6's results files another fingerprint)."""
-    from attention_course.kernels import flash_triton
+    """The kernel modules' lazily imported triton and their caches of fitted and tuned tiles change with what ran
+    earlier in the process; the fingerprint of code that reaches them must not (it did: a fresh clone's test order
+    gave chapter 6's results files another fingerprint)."""
+    from attention_course.kernels import flash_kernels, flash_triton
 
     before = code_closure([flash_triton.triton_attention])
     monkeypatch.setattr(flash_triton, "_FITTED", {("forward", "cuda", "bf16", 64, (128, 64)): (64, 64)})
-    monkeypatch.setattr(flash_triton, "tl", object())
+    monkeypatch.setattr(flash_triton, "_TUNED", {("forward", "cuda", "bf16", 64, True, False): (64, 64, 4, 3)})
+    monkeypatch.setattr(flash_kernels, "tl", object())
 
-    class JITFunction:  # what triton.jit returns, the kernel's Python function as .fn: _compiled rebinds the helpers
+    class JITFunction:  # what triton.jit returns, the kernel's Python function as .fn: kernels_for rebinds the helpers
         def __init__(self, fn):
             self.fn = fn
 
-    for name in ("_load_rows", "_visible"):
-        monkeypatch.setattr(flash_triton, name, JITFunction(flash_triton._HELPERS[name]), raising=False)
+    for name, helper in flash_kernels.HELPERS.items():
+        monkeypatch.setattr(flash_kernels, name, JITFunction(helper))
     assert code_closure([flash_triton.triton_attention]) == before
     assert any(name.endswith("._load_rows") for name in before[0])  # the helpers' code, both times
-    assert not [name for name in before[0] if name.endswith((":tl", ":_FITTED"))]
+    assert any(name.endswith(".forward_kernel") for name in before[0])  # and the kernels'
+    assert not [name for name in before[0] if name.endswith((":tl", ":_FITTED", ":_TUNED"))]

@@ -144,6 +144,7 @@ UNFOLLOWED = (
 RUNTIME_STATE = (
     f"{PACKAGE}.kernels.flash_kernels:tl",
     f"{PACKAGE}.kernels.flash_triton:_FITTED",
+    f"{PACKAGE}.kernels.flash_triton:_TUNED",
 )
 
 
