@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_course.tokenizer import CHUNK, BPETokenizer, _merge
+from attention_course.tokenizer import CHUNK, BPETokenizer, merge_pair
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "kjv.txt"
 SMALL = BPETokenizer.train("the cat sat on the mat; the hat — a café, naïve 東京 🙂\n\n" * 3, 300)
@@ -49,7 +49,7 @@ def _recount_every_step(text: str, vocab_size: int) -> tuple[list[tuple[int, int
             break
         best = min(pairs, key=lambda p: (-pairs[p], p))
         merges.append(best)
-        words = [_merge(ids, best, new) for ids in words]
+        words = [merge_pair(ids, best, new) for ids in words]
     return merges, words
 
 

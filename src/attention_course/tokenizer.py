@@ -37,8 +37,9 @@ __all__ = ["CHUNK", "BPETokenizer"]
 CHUNK = re.compile(r" ?\S+|\s+")
 
 
-def _merge(ids: list[int], pair: tuple[int, int], new: int) -> list[int]:
-    """``ids`` with every non-overlapping occurrence of ``pair`` (left to right) replaced by ``new``."""
+def merge_pair(ids: list[int], pair: tuple[int, int], new: int) -> list[int]:
+    """``ids`` with every non-overlapping occurrence of ``pair`` (left to right) replaced by ``new``: one merge of
+    training and of encoding (and the reference of chapter 7's exercise 7.3)."""
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
@@ -113,7 +114,7 @@ class BPETokenizer:
             merges.append(best)
             for w in holders.pop(best):  # only the chunks holding the pair change: recount their pairs
                 ids, n = words[w]
-                merged = _merge(ids, best, new)
+                merged = merge_pair(ids, best, new)
                 for pair in zip(ids, ids[1:], strict=False):
                     pairs[pair] -= n
                     if not pairs[pair]:
@@ -131,7 +132,7 @@ class BPETokenizer:
                 pair = min(zip(ids, ids[1:], strict=False), key=lambda p: self._rank.get(p, len(self._rank)))
                 if pair not in self._rank:
                     break
-                ids = _merge(ids, pair, 256 + self._rank[pair])
+                ids = merge_pair(ids, pair, 256 + self._rank[pair])
             self._cache[chunk] = ids
         return self._cache[chunk]
 

@@ -6,32 +6,29 @@ import math
 
 import torch
 
-from .checking import Check, agrees, compare, register
+from ..attention import scaled_dot_product_attention
+from .checking import Check, agrees, compare, randn, register
 
 __all__: list[str] = []
 
 
-def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=g)
-
-
 def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+    return scaled_dot_product_attention(q, k, v).output  # the package's own, tested against PyTorch's
 
 
 def _attention_cases(g: torch.Generator) -> list[tuple]:
-    return [(_randn(g, 4, 8), _randn(g, 6, 8), _randn(g, 6, 5)),
-            (_randn(g, 2, 3, 4, 16), _randn(g, 2, 3, 7, 16), _randn(g, 2, 3, 7, 16))]
+    return [(randn(g, 4, 8), randn(g, 6, 8), randn(g, 6, 5)),
+            (randn(g, 2, 3, 4, 16), randn(g, 2, 3, 7, 16), randn(g, 2, 3, 7, 16))]
 
 
 def _large_scores(answer, g):  # noqa: ANN001, ANN202
-    q, k, v = _randn(g, 3, 4), _randn(g, 5, 4), _randn(g, 5, 2)
+    q, k, v = randn(g, 3, 4), randn(g, 5, 4), randn(g, 5, 2)
     q = q * 500.0  # scores of several hundred, either sign: exp overflows unless the max is subtracted
     return compare(answer(q, k, v), _attention64(q.double(), k.double(), v.double()), atol=1e-4)
 
 
 def _rows_independent(answer, g):  # noqa: ANN001, ANN202
-    q, k, v = _randn(g, 5, 8), _randn(g, 6, 8), _randn(g, 6, 3)
+    q, k, v = randn(g, 5, 8), randn(g, 6, 8), randn(g, 6, 3)
     return compare(answer(q[:3], k, v), answer(q, k, v)[:3], atol=1e-6, what="the first three queries' output")
 
 
@@ -46,7 +43,7 @@ register("1.1", "attention from scratch", "build", "attention", [
 
 def _gaussian_weights(answer, g):  # noqa: ANN001, ANN202
     for n, d in ((5, 3), (8, 16)):
-        q, k = _randn(g, 4, d), _randn(g, n, d) * 2
+        q, k = randn(g, 4, d), randn(g, n, d) * 2
         bias = answer(k)
         if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (n,):
             return f"the bias should be a tensor of shape ({n},) for keys of shape ({n}, {d}), got " + (
@@ -69,7 +66,7 @@ def _entropy(p: torch.Tensor) -> torch.Tensor:
 
 def _hits_target(answer, g):  # noqa: ANN001, ANN202
     for n, frac in ((5, 0.3), (10, 0.8), (50, 0.5)):
-        s = _randn(g, n).double() * 3
+        s = randn(g, n).double() * 3
         target = frac * math.log(n)
         beta = float(answer(s.float(), target))
         got = float(_entropy(torch.softmax(beta * s, -1)))
@@ -91,7 +88,7 @@ def _query_gradient64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torc
 
 register("1.4", "∂L/∂q by hand", "derive", "query_gradient", [
     agrees("equals autograd's gradient of L = g · attention(q, K, V) for one query q",
-           lambda g: [(_randn(g, 8), _randn(g, 6, 8), _randn(g, 6, 3), _randn(g, 3)),
-                      (_randn(g, 16), _randn(g, 11, 16), _randn(g, 11, 16), _randn(g, 16))],
+           lambda g: [(randn(g, 8), randn(g, 6, 8), randn(g, 6, 3), randn(g, 3)),
+                      (randn(g, 16), randn(g, 11, 16), randn(g, 11, 16), randn(g, 16))],
            _query_gradient64, atol=1e-5),
 ])

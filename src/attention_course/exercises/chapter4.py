@@ -7,13 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import describe
-from .checking import Check, agrees, register
+from .checking import Check, agrees, randn, register
 
 __all__: list[str] = []
-
-
-def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 def _split64(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -23,7 +19,7 @@ def _split64(x: torch.Tensor, heads: int) -> torch.Tensor:
 
 register("4.1", "split the model width into heads", "build", "split_heads", [
     agrees("(batch, n, d_model) → (batch, heads, n, d_model / heads), head i holding features i·d_h to (i+1)·d_h",
-           lambda g: [(_randn(g, 2, 5, 12), 3), (_randn(g, 1, 7, 16), 4), (_randn(g, 3, 4, 8), 1)], _split64,
+           lambda g: [(randn(g, 2, 5, 12), 3), (randn(g, 1, 7, 16), 4), (randn(g, 3, 4, 8), 1)], _split64,
            atol=0),
 ])
 
@@ -37,8 +33,8 @@ def _mha64(x, in_w, in_b, out_w, out_b, heads):  # noqa: ANN001, ANN202
 
 
 def _mha_cases(g: torch.Generator) -> list[tuple]:
-    return [(_randn(g, 2, 5, d), _randn(g, 3 * d, d) / d**0.5, _randn(g, 3 * d), _randn(g, d, d) / d**0.5,
-             _randn(g, d), heads) for d, heads in ((8, 2), (12, 4))]
+    return [(randn(g, 2, 5, d), randn(g, 3 * d, d) / d**0.5, randn(g, 3 * d), randn(g, d, d) / d**0.5,
+             randn(g, d), heads) for d, heads in ((8, 2), (12, 4))]
 
 
 register("4.2", "multi-head attention from nn.MultiheadAttention's weights", "build", "mha_forward", [
@@ -70,8 +66,8 @@ register("4.3", "what the heads' scores cost", "measure", "score_flops", [
 
 
 def _gqa_cases(g: torch.Generator) -> list[tuple]:
-    return [(_randn(g, 2, 4, 5, 8), _randn(g, 2, 2, 6, 8), _randn(g, 2, 2, 6, 8)),
-            (_randn(g, 1, 6, 3, 4), _randn(g, 1, 3, 3, 4), _randn(g, 1, 3, 3, 4))]
+    return [(randn(g, 2, 4, 5, 8), randn(g, 2, 2, 6, 8), randn(g, 2, 2, 6, 8)),
+            (randn(g, 1, 6, 3, 4), randn(g, 1, 3, 3, 4), randn(g, 1, 3, 3, 4))]
 
 
 register("4.4", "grouped-query attention", "build", "grouped_query_attention", [

@@ -167,6 +167,11 @@ def check(key: str, answer: Callable, *, strict: bool | None = None, seed: int =
 
 
 # ------------------------------------------------------------------------------------------ building checks
+def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """Standard-normal float32 inputs from a check's own generator."""
+    return torch.randn(*shape, generator=g)
+
+
 def where_off(got: torch.Tensor, want: torch.Tensor) -> str:
     """Where two same-shaped tensors differ most, and by how much."""
     diff = (got.double() - want.double()).abs().nan_to_num(float("inf"))

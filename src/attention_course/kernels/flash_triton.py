@@ -180,7 +180,7 @@ def _delta(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     """``D = rowsum(dO ∘ O)`` in float32, ``(batch, heads, n_q)``, by :func:`flash_kernels.delta_kernel`."""
     rows, d = out.numel() // out.shape[-1], out.shape[-1]
     delta = torch.empty(out.shape[:-1], dtype=torch.float32, device=out.device)
-    block_d = max(16, 1 << (d - 1).bit_length())
+    block_d = tile_sizes(d, out.dtype, None, None)[2]
     block_m = 64 if block_d <= 128 else 32
     kernels_for(interpreting()).delta[(-(-rows // block_m),)](out, grad_out, delta, rows, d, BLOCK_M=block_m,
                                                               BLOCK_D=block_d)
