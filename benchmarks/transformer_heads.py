@@ -13,8 +13,12 @@ chapter's own run, which the page re-trains live and compares with its stored en
                  digits), not PAD and BOS, which never are: the last-50 loss, exact match and the held-out
                  cross-entropy, to compare with ``heads`` seed by seed.
 
-Usage:  python benchmarks/transformer_heads.py [--part heads|smoothing] [--workers 2]
+Usage:  python benchmarks/transformer_heads.py [--part heads|smoothing] [--workers 2] [--seeds 0-9]
         (writes benchmarks/results/transformer_heads.json and transformer_smoothing.json)
+
+Another numeric environment's runs (``ATEN_CPU_CAPABILITY=default``, another CPU) are written with ``--out`` to a
+file of their own and then added to the chapter's file with ``tools/add_machine.py`` (``evidence.environments``
+reads them back; chapter 5 judges its live run against every environment stored).
 """
 
 from __future__ import annotations
@@ -86,12 +90,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--part", choices=list(PARTS), default="heads")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--workers", type=int, default=2, help="runs in parallel, one thread each (same results)")
+    p.add_argument("--seeds", default=f"{SEEDS[0]}-{SEEDS[-1]}", help="first-last seed, e.g. 0-9")
     args = p.parse_args(argv)
+    first, _, last = args.seeds.partition("-")
+    seeds = range(int(first), int(last or first) + 1)
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = sorted(pool.map(PARTS[args.part], SEEDS), key=lambda r: r["seed"])
+        runs = sorted(pool.map(PARTS[args.part], seeds), key=lambda r: r["seed"])
     for r in runs:
         print(args.part, {k: v for k, v in r.items() if not isinstance(v, (list, dict))}, flush=True)
-    settings = {"part": args.part, "seeds": list(SEEDS), "threads": 1, "held_out": "1000 strings, seed 2",
+    settings = {"part": args.part, "seeds": list(seeds), "threads": 1, "held_out": "1000 strings, seed 2",
                 "probe": "500 strings, seed 3", "label_smoothing": 0.1,
                 "smooth_over": "all 13 ids" if args.part == "heads" else TARGET_IDS,
                 "workers": args.workers, "ablation_threshold": 0.9}
