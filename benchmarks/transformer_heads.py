@@ -37,7 +37,7 @@ from attention_course.experiments.transformer import (
     held_out_loss,
     train_reversal,
 )
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 from attention_course.train import exact_match
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -90,10 +90,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--part", choices=list(PARTS), default="heads")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--workers", type=int, default=2, help="runs in parallel, one thread each (same results)")
-    p.add_argument("--seeds", default=f"{SEEDS[0]}-{SEEDS[-1]}", help="first-last seed, e.g. 0-9")
+    p.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
+                   help=f"first-last seed, e.g. 0-9 (default: {SEEDS[0]}-{SEEDS[-1]})")
     args = p.parse_args(argv)
-    first, _, last = args.seeds.partition("-")
-    seeds = range(int(first), int(last or first) + 1)
+    seeds = args.seeds
     with ProcessPoolExecutor(args.workers) as pool:
         runs = sorted(pool.map(PARTS[args.part], seeds), key=lambda r: r["seed"])
     for r in runs:

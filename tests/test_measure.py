@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from attention_course.measure import (
     op_counts,
     peak_memory_bytes,
     provenance,
+    seed_range,
     time_interleaved,
     write_results,
 )
@@ -230,3 +232,42 @@ def test_op_counts_counts_each_call():
     counts = op_counts(lambda: (x.clone(), x.clone(), torch.exp(x)))
     assert counts["aten::clone"] == 2 and counts["aten::exp"] == 1
     assert op_counts(lambda: (x.clone(), x.clone(), torch.exp(x))) == counts  # the same every time
+
+
+# --- the benchmarks' --seeds option -------------------------------------------------------------------------------
+
+
+def test_seed_range_reads_first_last_inclusive_or_one_seed():
+    assert seed_range("0-4") == range(5)
+    assert seed_range("0-1") == range(2)
+    assert seed_range("5-9") == range(5, 10)
+    assert seed_range("3") == range(3, 4)
+    assert seed_range("2-2") == range(2, 3)
+    assert seed_range(" 0 - 1 ") == range(2)  # as a shell or a Makefile may space it
+    assert list(seed_range("0-4")) == [0, 1, 2, 3, 4]  # a script's settings["seeds"] as before
+
+
+@pytest.mark.parametrize("bad", ["3-1", "a-b", "", "-", "0-", "-2", "-1-2", "1-2-3", "0,1", "1.0-2", "0..4", "٣"])
+def test_seed_range_rejects_what_is_not_first_last(bad):
+    with pytest.raises(ValueError, match=r"text must be seeds 'FIRST-LAST'.*got") as info:
+        seed_range(bad)
+    assert repr(bad) in str(info.value)
+
+
+def test_seed_range_says_first_must_not_exceed_last():
+    with pytest.raises(ValueError, match="FIRST <= LAST"):
+        seed_range("3-1")
+
+
+def test_seed_range_is_the_benchmarks_argparse_type():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=seed_range, default="0-4")
+    assert parser.parse_args([]).seeds == range(5)  # argparse converts a string default too
+    assert parser.parse_args(["--seeds", "0-1"]).seeds == range(2)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--seeds", "3-1"])
+
+
+def test_seed_range_wants_a_string():
+    with pytest.raises(TypeError, match="text must be"):
+        seed_range(3)

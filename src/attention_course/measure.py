@@ -3,7 +3,8 @@
 One copy of each measurement, used by the benchmarks, the experiments and the notebooks (chapter 6 introduces
 them): :func:`cpu_threads` (the one place that sets PyTorch's CPU threads), :func:`time_interleaved`,
 :func:`peak_memory_bytes`, :func:`attention_flops` with :func:`device_peak_tflops`, and :func:`provenance` /
-:func:`write_results`, with which the benchmarks record where, when and with what their numbers were made.
+:func:`write_results`, with which the benchmarks record where, when and with what their numbers were made, and
+:func:`seed_range`, the one reading of their ``--seeds FIRST-LAST`` option.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "peak_memory_bytes",
     "provenance",
     "read_results",
+    "seed_range",
     "time_interleaved",
     "write_results",
 ]
@@ -400,6 +402,35 @@ def write_results(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def seed_range(text: str) -> range:
+    """The seeds a benchmark's ``--seeds`` option names: ``"FIRST-LAST"`` (both included) or one seed ``"N"``.
+
+    Every benchmark script that trains over seeds reads its option with this (``type=seed_range``), so a second
+    numeric environment can be measured over fewer seeds than the stored runs (``--seeds 0-1``) and the default
+    (``"0-4"``, say) is the script's own seeds.
+
+    >>> list(seed_range("0-4"))
+    [0, 1, 2, 3, 4]
+    >>> seed_range("3")
+    range(3, 4)
+
+    Raises:
+        TypeError: ``text`` not a string.
+        ValueError: ``text`` not two non-negative integers joined by ``-`` (or one), or ``FIRST`` above ``LAST``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be seeds as a string 'FIRST-LAST' such as '0-4', got {describe(text)}")
+    match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", text)
+    if match is None:
+        raise ValueError(f"text must be seeds 'FIRST-LAST' (non-negative integers, both included) or one seed, "
+                         f"such as '0-4' or '3', got {text!r}")
+    first = int(match[1])
+    last = first if match[2] is None else int(match[2])
+    if first > last:
+        raise ValueError(f"text must be seeds 'FIRST-LAST' with FIRST <= LAST, such as '0-4', got {text!r}")
+    return range(first, last + 1)
 
 
 def read_results(name: str, repository: str | None = None, *, history: bool = False) -> dict:

@@ -88,3 +88,12 @@ CASES += [
     case(read_results, lambda: read_results("bench_mha", repository=1), TypeError, arg="repository",
          id="measure.read_results-repository"),
 ]
+
+from attention_course.measure import seed_range  # noqa: E402
+
+CASES += [
+    case(seed_range, lambda: seed_range("3-1"), ValueError, arg="text", says="FIRST <= LAST",
+         id="measure.seed_range-reversed"),
+    case(seed_range, lambda: seed_range("a-b"), ValueError, arg="text", says="'a-b'", id="measure.seed_range-words"),
+    case(seed_range, lambda: seed_range(3), TypeError, arg="text", id="measure.seed_range-int"),
+]
