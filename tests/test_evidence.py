@@ -33,7 +33,7 @@ STORED = [0.10, 0.12, 0.11, 0.13, 0.09]  # five seeds: mean 0.11, std 0.0158
 def test_another_machine_is_compared_within_the_stored_spread():
     check = LiveCheck(_record(False), threads=1)
     near = check.compare("loss", [0.125, 0.10], STORED)  # another machine's seeds 0 and 1
-    assert near.check == "spread" and near.agrees
+    assert near.check == "spread, one environment" and near.agrees
     # 4 Welch standard errors: sqrt(s²/5 + s_live²/2)
     s_live = math_std([0.125, 0.10])
     assert near.allowed == pytest.approx(4 * math.sqrt(0.0158114**2 / 5 + s_live**2 / 2), rel=1e-4)

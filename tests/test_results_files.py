@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from attention_course.evidence import DECIDING_KEYS
 from attention_course.fingerprint import recompute_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +32,19 @@ def test_results_file_is_what_todays_code_would_write(path):
         f"`{record['provenance']['command']}` (or, if a reviewed diff shows the numbers cannot change, "
         "tools/restamp_results.py records that review)"
     )
+    # Another numeric environment's runs of the same experiment (tools/add_machine.py): each what today's code
+    # would write with its own settings, each of an environment the file holds once
+    seen = [_deciding(record["provenance"].get("environment") or {})]
+    for machine in record.get("machines", []):
+        assert recompute_fingerprint(machine, ROOT) == machine["provenance"]["fingerprint"]["sha256"], (
+            f"{path.name}: the runs of {machine['provenance']['environment']} are stale: re-run "
+            f"`{machine['provenance']['command']}` and add them again with tools/add_machine.py")
+        assert _deciding(machine["provenance"]["environment"]) not in seen, f"{path.name}: an environment twice"
+        seen.append(_deciding(machine["provenance"]["environment"]))
+
+
+def _deciding(environment: dict) -> list:
+    return [environment.get(key) for key in DECIDING_KEYS]
 
 
 HISTORY = sorted((ROOT / "benchmarks" / "results" / "history").glob("*.json"))

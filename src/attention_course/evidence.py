@@ -19,86 +19,135 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import platform
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import torch
 
 from ._checks import check_device, check_int, check_real, describe
 
-__all__ = ["Comparison", "LiveCheck", "Paired", "bootstrap_interval", "holm", "numeric_environment", "paired",
-           "same_environment", "t_interval", "t_quantile", "t_two_sided_p"]
+__all__ = ["Comparison", "LiveCheck", "Paired", "Spread", "bootstrap_interval", "environments", "holm",
+           "numeric_environment", "paired", "same_environment", "spread", "t_interval", "t_quantile", "t_two_sided_p",
+           "threshold"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The numeric environment: what decides the last bits of a run
 # ---------------------------------------------------------------------------------------------------------------
 
+#: The processor features PyTorch's vector kernels and MKL's matrix products choose their code paths by (x86 and
+#: Arm names as ``/proc/cpuinfo`` spells them). Two CPUs of one vendor, family, model and stepping with the same
+#: features run the same kernels; a model *name* decides nothing (some clouds report "Intel Xeon Processor" for
+#: several generations).
+DISPATCH_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl",
+                  "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+                  "asimd", "asimdhp", "sve", "sve2", "bf16", "i8mm")
 
-def _cpu_field(field: str) -> str:
+#: The keys of :func:`numeric_environment` that :func:`same_environment` compares (``cpu_model`` is shown, not
+#: compared).
+DECIDING_KEYS = ("torch", "device", "cpu_vendor", "cpu_id", "cpu_flags", "cpu_capability", "mkl_cbwr", "threads")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` (lower-case names); empty where there is none (macOS,
+    Windows)."""
     cpuinfo = Path("/proc/cpuinfo")
+    fields: dict[str, str] = {}
     if cpuinfo.is_file():
         for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.lower().startswith(field):
-                return line.split(":", 1)[1].strip()
-    return ""
+            if not line.strip():
+                if fields:
+                    break
+                continue
+            key, sep, value = line.partition(":")
+            if sep:
+                fields.setdefault(key.strip().lower(), value.strip())
+    return fields
 
 
 def numeric_environment(device: str | torch.device = "cpu", threads: int | None = None) -> dict[str, object]:
     """What decides a training run's last bits besides its seed, as a JSON-ready dict.
 
-    Keys: ``torch`` (version), ``device`` (``cpu`` or the GPU's name), ``cpu_vendor`` and ``cpu_model`` (from
-    ``/proc/cpuinfo``, else :mod:`platform`), ``cpu_capability`` (the vector kernels PyTorch runs, which
-    ``ATEN_CPU_CAPABILITY`` changes: ``DEFAULT``, ``AVX2``, ``AVX512``...) and ``threads`` (``threads`` if
-    given, else PyTorch's current CPU threads).
+    Keys: ``torch`` (version), ``device`` (``cpu`` or the GPU's name), ``cpu_vendor``, ``cpu_model`` (the name, for
+    people), ``cpu_id`` (``"family F model M stepping S"``, empty where ``/proc/cpuinfo`` does not say),
+    ``cpu_flags`` (which of :data:`DISPATCH_FLAGS` the CPU has), ``cpu_capability`` (the vector kernels PyTorch
+    runs, which ``ATEN_CPU_CAPABILITY`` changes: ``DEFAULT``, ``AVX2``, ``AVX512``...), ``mkl_cbwr`` (MKL's
+    reproducibility mode, ``MKL_CBWR``, which changes its matrix products; empty when unset) and ``threads``
+    (``threads`` if given, else PyTorch's current CPU threads).
     """
     device = check_device("device", device)
     threads = None if threads is None else check_int("threads", threads)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    info = _cpuinfo()
+    ident = [info.get(key, "") for key in ("cpu family", "model", "stepping")]
+    flags = set((info.get("flags") or info.get("features") or "").split())
     return {
         "torch": torch.__version__,
         "device": name,
-        "cpu_vendor": _cpu_field("vendor_id") or platform.machine(),
-        "cpu_model": _cpu_field("model name") or platform.processor(),
+        "cpu_vendor": info.get("vendor_id") or info.get("cpu implementer") or platform.machine(),
+        "cpu_model": info.get("model name") or platform.processor(),
+        "cpu_id": "family {} model {} stepping {}".format(*ident) if all(ident) else "",
+        "cpu_flags": [flag for flag in DISPATCH_FLAGS if flag in flags],
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
         "threads": torch.get_num_threads() if threads is None else int(threads),
     }
 
 
 def same_environment(stored: Mapping[str, object] | None, device: str | torch.device = "cpu",
                      threads: int | None = None) -> bool:
-    """Whether this process would repeat the stored runs bit for bit: every key of :func:`numeric_environment`
-    equal. A record without that information (written before it was kept) never matches."""
+    """Whether this process would repeat the stored runs bit for bit: every one of :data:`DECIDING_KEYS` equal.
+
+    The environment is unknown, so never the same, where either side cannot say what decides the kernels: a
+    record written before these keys were kept, or a processor whose family, model, stepping and features
+    ``/proc/cpuinfo`` does not give (macOS, Windows)."""
     here = numeric_environment(device, threads)  # checks device and threads
-    if not isinstance(stored, Mapping):
+    if not isinstance(stored, Mapping) or not here["cpu_id"] or not here["cpu_flags"]:
         return False
-    return all(stored.get(key) == value for key, value in here.items())
+    return all(key in stored and stored[key] == here[key] for key in DECIDING_KEYS)
+
+
+def environments(record: Mapping[str, object]) -> list[tuple[Mapping[str, object], Mapping[str, object],
+                                                             Mapping[str, object]]]:
+    """Every numeric environment a results record holds runs of, as ``(environment, settings, results)``: the
+    record's own first, then each of ``record["machines"]`` (another environment's runs of the same experiment,
+    added by ``tools/add_machine.py``; often fewer seeds). An environment the record did not keep is ``{}``."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("provenance"), Mapping):
+        raise TypeError(f"record must be a results record (read_results), got {describe(record)}")
+    out = []
+    for part in [record, *record.get("machines", [])]:
+        out.append((part["provenance"].get("environment") or {}, part.get("settings", {}),
+                    part.get("results", {})))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # A live re-run against the stored runs
 # ---------------------------------------------------------------------------------------------------------------
 
-#: How many (estimated) standard errors apart two means of the same experiment may lie on two machines. With five
-#: stored seeds the spreads are themselves estimates, so the false-alarm rate is that of a t statistic, not of a
-#: normal one: simulated for normal seeds, 1.6 % of comparisons for one live seed, 0.9 % for three, 0.4 % for five
-#: (tests/test_evidence.py). The price of five seeds is power: a shift must be several seed spreads large to fail
-#: reliably, so this catches a broken experiment, not a subtle one; more stored seeds narrow it.
+#: The chance, on a new machine with nothing wrong, that one full run of the book raises at least one live
+#: comparison: 1 %. Split evenly (Bonferroni) over :data:`BOOK_COMPARISONS`.
+BOOK_FALSE_ALARM = 0.01
+#: Every live comparison one full run of the book makes (``LiveCheck.compare`` and ``same_sign`` calls, loops
+#: counted). ``make nbval`` logs each one and ``tools/count_comparisons.py`` fails if the book makes more.
+BOOK_COMPARISONS = 64
+#: One comparison's false-alarm rate.
+ALPHA_EACH = BOOK_FALSE_ALARM / BOOK_COMPARISONS
+#: The environment variable naming a file to which every comparison appends one line (``make nbval`` sets it).
+COMPARISON_LOG = "ATTENTION_COURSE_COMPARISON_LOG"
+
+
+#: The rule for a file measured in one environment only (a plain sequence of stored values): how many Welch
+#: standard errors apart the live and stored means may lie. For normal seeds and five stored ones its false-alarm
+#: rate is 1.6 % for one live seed, 0.9 % for three, 0.4 % for five (tests/test_evidence.py) — far above the
+#: book's budget over some sixty comparisons: such a comparison is counted as outside the budget
+#: (``tools/count_comparisons.py`` lists them) until its file holds a second environment.
 Z_AGREE = 4.0
-#: How many standard errors a stored difference must exceed for its sign to count as resolved (about 90 % with
-#: the few degrees of freedom of five seeds).
+#: For the same files: how many standard errors a stored difference must exceed for its sign to count as resolved.
 Z_RESOLVED = 2.0
-
-
-def _floats(name: str, values: object) -> tuple[float, ...]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a sequence of numbers, got {describe(values)}")
-    out = tuple(float(v) for v in values)
-    if not out or not all(math.isfinite(v) for v in out):
-        raise ValueError(f"{name} must hold at least one finite number, got {list(out)}")
-    return out
 
 
 def _standard_error(a: Sequence[float], b: Sequence[float]) -> float:
@@ -112,45 +161,142 @@ def _standard_error(a: Sequence[float], b: Sequence[float]) -> float:
     return math.sqrt(sa**2 / len(a) + sb**2 / len(b))
 
 
+def _floats(name: str, values: object) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a sequence of numbers, got {describe(values)}")
+    out = tuple(float(v) for v in values)
+    if not out or not all(math.isfinite(v) for v in out):
+        raise ValueError(f"{name} must hold at least one finite number, got {list(out)}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """What the stored runs of one quantity say about a run on a machine they do not include (:func:`spread`).
+
+    A run's value is modelled as centre + machine effect + seed effect: the machine effect is shared by the runs
+    of one numeric environment (variance ``machine_var``), the seed effect is each run's own (``seed_var``).
+    """
+
+    center: float  # the mean of the environments' means: each environment counts as one draw of a machine
+    seed_var: float  # pooled variance of the runs within an environment
+    machine_var: float  # variance of the environment effect (method of moments, 0 when the means agree)
+    center_var: float  # variance of ``center`` under that model
+    dof: int  # degrees of freedom of ``seed_var``: runs minus environments
+    sizes: tuple[int, ...]  # runs per environment
+
+    def predictive_var(self, n_live: int) -> float:
+        """Variance of (mean of ``n_live`` runs on a new machine) − ``center``."""
+        return self.seed_var / n_live + self.machine_var + self.center_var
+
+
+def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
+    """The seed and machine components of the stored runs' spread (one-way random effects, method of moments).
+
+    Within each environment the runs differ by seed only: their pooled variance estimates the seed component.
+    The environments' means differ by seed *and* machine: the part of their spread that the seeds do not explain,
+    ``(MS_between − MS_within) / n₀`` with ``n₀`` the effective runs per environment, estimates the machine
+    component (0 where it comes out negative). With two environments that estimate has one degree of freedom:
+    it shows a machine effect that is large, not one that is subtle, which is why the threshold in
+    :class:`LiveCheck` is set by a simulation with heavy tails and not by this estimate alone.
+    """
+    if isinstance(values_by_environment, (str, bytes)) or not isinstance(values_by_environment, Iterable):
+        raise TypeError(f"values_by_environment must be a sequence of sequences of numbers (one per environment), "
+                        f"got {describe(values_by_environment)}")
+    groups = [_floats("values_by_environment", v) for v in values_by_environment]
+    if not groups:
+        raise ValueError("values_by_environment must hold the runs of at least one environment, got none")
+    sizes = tuple(len(g) for g in groups)
+    k, n = len(groups), sum(sizes)
+    means = [statistics.fmean(g) for g in groups]
+    dof = n - k
+    within = sum((x - m) ** 2 for g, m in zip(groups, means, strict=True) for x in g)
+    if dof == 0:  # one run per environment: its spread is all the information there is
+        seed_var, machine_var = (statistics.variance(means) if k > 1 else 0.0), 0.0
+        dof = k - 1
+    else:
+        seed_var, machine_var = within / dof, 0.0
+        if k > 1:
+            grand = sum(s * m for s, m in zip(sizes, means, strict=True)) / n
+            ms_between = sum(s * (m - grand) ** 2 for s, m in zip(sizes, means, strict=True)) / (k - 1)
+            n0 = (n - sum(s * s for s in sizes) / n) / (k - 1)
+            machine_var = max(0.0, (ms_between - seed_var) / n0)
+    center_var = (machine_var + seed_var * statistics.fmean(1 / s for s in sizes)) / k
+    return Spread(statistics.fmean(means), seed_var, machine_var, center_var, dof, sizes)
+
+
+@functools.cache
+def threshold(dof: int) -> float:
+    """How many predictive standard errors a live mean may lie from the stored centre: Student's t quantile at
+    two-sided level ``1 − ALPHA_EACH`` with the stored seeds' ``dof``, times :data:`TAIL_FACTOR` (∞ for no
+    degrees of freedom: no spread was measured)."""
+    dof = check_int("dof", dof, low=0)
+    return math.inf if dof == 0 else TAIL_FACTOR * t_quantile(dof, 1 - ALPHA_EACH)
+
+
+#: Seeds of a training run are not normal: their tails are heavier (a run that stalls, a loss spike). The
+#: threshold is widened by this factor so that the book-wide false-alarm rate stays below
+#: :data:`BOOK_FALSE_ALARM` when the seeds and the machines are drawn from Student's t with 3 degrees of
+#: freedom (infinite kurtosis), as simulated in ``tests/test_evidence.py``.
+TAIL_FACTOR = 1.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """One quantity of a live re-run against its stored runs (see :class:`LiveCheck`)."""
 
     name: str
-    check: str  # "per seed" (this environment matches the stored one) or "spread" / "sign"
+    check: str  # "per seed" (this environment matches a stored one) or "spread" / "sign"
     agrees: bool
     live: tuple[float, ...]
     stored: tuple[float, ...]
-    allowed: float  # the largest difference of means (spread), or the stored difference (sign)
-    difference: float  # mean(live) − mean(stored) (spread, per seed) or the live difference (sign)
+    allowed: float  # the largest difference from the stored centre (spread), or the stored difference (sign)
+    difference: float  # mean(live) − stored centre (spread, per seed) or the live difference (sign)
     twins: tuple[tuple[float, float], ...] = ()  # per seed: (live, its stored twin), compared to ``rtol``
     rtol: float = 0.0
+    environments: int = 1  # how many numeric environments the stored runs came from
 
     def detail(self) -> str:
         def show(xs: Sequence[float]) -> str:
             return f"mean {statistics.fmean(xs):.4g} over {len(xs)}"
-        if self.check == "sign":
-            return (f"{self.name}: stored difference {self.allowed:+.4g}, live {self.difference:+.4g} "
+        where = f"{len(self.stored)} stored runs from {self.environments} environments"
+        if self.check.startswith("sign"):
+            return (f"{self.name}: stored difference {self.allowed:+.4g} ({where}), live {self.difference:+.4g} "
                     f"({'same sign' if self.agrees else 'SIGN DIFFERS'})")
         verdict = "" if self.agrees else "  DISAGREES"
         if self.twins:  # the decisive test: each live run equals its stored twin
             pairs = ", ".join(f"{a:.6g} vs {b:.6g}" for a, b in self.twins)
             return (f"{self.name}: live vs its stored seed {pairs}, equal to rtol {self.rtol:g} (per seed; "
-                    f"and within the seeds' spread: difference of means {self.difference:+.3g}, allowed "
+                    f"and within the spread: difference {self.difference:+.3g}, allowed "
                     f"±{self.allowed:.3g})" + verdict)
-        return (f"{self.name}: live {show(self.live)}, stored {show(self.stored)}; "
-                f"difference {self.difference:+.3g}, allowed ±{self.allowed:.3g} ({self.check})" + verdict)
+        return (f"{self.name}: live {show(self.live)}, {where}; difference from their centre "
+                f"{self.difference:+.3g}, allowed ±{self.allowed:.3g} ({self.check})" + verdict)
+
+
+def _log(comparison: Comparison) -> None:
+    path = os.environ.get(COMPARISON_LOG)
+    if path:
+        with open(path, "a") as f:  # one short line per write: appends from two processes do not interleave
+            f.write(f"{comparison.check}\t{comparison.agrees}\t{comparison.name}\n")
+
+
+Extract = Callable[[Mapping[str, object]], Sequence[float]]
 
 
 class LiveCheck:
     """Compares runs re-made live on this machine with the stored runs of a results file.
 
-    Give it the record (:func:`attention_course.measure.read_results`) and the thread count the live runs used.
-    Where this process's :func:`numeric_environment` equals the record's, every live seed must equal its stored
-    entry (to ``stored_rtol``, the precision the file keeps); elsewhere the machine counts as one more seed:
-    :meth:`compare` asks that the live mean lie within :data:`Z_AGREE` standard errors of the stored mean (the
-    stored seeds' spread, and the live seeds' where there are several) plus ``atol``, a floor the caller states
-    (a metric's resolution, say); :meth:`same_sign` asks a difference the stored runs resolve to keep its sign.
+    Give it the record (:func:`attention_course.measure.read_results`), which should hold runs of at least two
+    numeric environments (:func:`environments`; a file measured on one only gives no machine component, and its
+    comparisons say so), and the thread count the live runs used. Each comparison takes the stored values as a
+    function of a record's ``results`` (applied to every environment's). Where this
+    process's :func:`numeric_environment` equals a stored one, every live seed must also equal its stored twin (to
+    ``stored_rtol``, the precision the file keeps); everywhere the machine counts as one more seed and one more
+    machine: :meth:`compare` asks that the live mean lie within ``threshold(dof)`` predictive standard errors of
+    the stored centre (:class:`Spread`: the seed and the machine components) plus ``atol``, a floor the caller
+    states (a metric's resolution, say); :meth:`same_sign` asks a difference the stored runs resolve to keep its
+    sign. The threshold holds the chance of any false alarm in a whole run of the book to
+    :data:`BOOK_FALSE_ALARM`.
 
     Print :meth:`report` in a cell whose output nbval ignores (it names the check and shows live numbers); then
     :meth:`verdict` in a compared cell: it raises ``AssertionError`` with the report when anything disagrees, and
@@ -161,58 +307,105 @@ class LiveCheck:
                  device: str | torch.device = "cpu"):
         if not isinstance(record, Mapping) or "provenance" not in record:
             raise TypeError(f"record must be a results record (read_results), got {describe(record)}")
-        stored = record["provenance"].get("environment")
-        self.same_machine = same_environment(stored, device, threads)
+        self.environments = environments(record)
+        self._here = next((i for i, (env, _, _) in enumerate(self.environments)
+                           if same_environment(env, device, threads)), None)
+        self.same_machine = self._here is not None
         self.comparisons: list[Comparison] = []
 
-    def compare(self, name: str, live: Sequence[float], stored: Sequence[float], *,
-                atol: float = 0.0, stored_rtol: float = 1e-9,
-                live_seeds: Sequence[int] | None = None, stored_seeds: Sequence[int] | None = None) -> Comparison:
-        """Live values of one quantity against the stored ones. On a matching machine, per seed: ``live_seeds``
-        (default: the first ``len(live)`` of ``stored_seeds``, default 0, 1, ...) picks each live run's entry."""
-        live, stored = _floats("live", live), _floats("stored", stored)
-        atol = check_real("atol", atol, low=0.0)
-        difference = statistics.fmean(live) - statistics.fmean(stored)
-        allowed = Z_AGREE * _standard_error(live, stored) + atol
-        agrees = abs(difference) <= allowed
-        check, twins = "spread", ()
-        if self.same_machine:
-            check = "per seed"
-            seeds = list(stored_seeds) if stored_seeds is not None else list(range(len(stored)))
-            mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
-            pairs = [(v, stored[seeds.index(s)]) for v, s in zip(live, mine, strict=True)]
-            agrees = agrees and all(math.isclose(a, b, rel_tol=stored_rtol, abs_tol=1e-12) for a, b in pairs)
-            twins = tuple(pairs)
-        result = Comparison(name, check, agrees, live, stored, allowed, difference, twins, stored_rtol)
+    def _stored(self, stored: object) -> list[tuple[float, ...]]:
+        """The stored values per environment: ``stored`` applied to each one's results, or (a plain sequence)
+        the record's own runs only — one environment, so no machine component (a file not yet measured on a
+        second machine)."""
+        if callable(stored):
+            return [_floats("stored", stored(results)) for _, _, results in self.environments]
+        return [_floats("stored", stored)]
+
+    def _add(self, result: Comparison) -> Comparison:
         self.comparisons.append(result)
+        _log(result)
         return result
 
+    def compare(self, name: str, live: Sequence[float], stored: Extract | Sequence[float], *, atol: float = 0.0,
+                stored_rtol: float = 1e-9, live_seeds: Sequence[int] | None = None,
+                stored_seeds: Sequence[int] | None = None) -> Comparison:
+        """Live values of one quantity against the stored ones: ``stored(results)`` in every environment (or a
+        sequence: the record's own runs only). On a matching machine, also per seed: ``live_seeds`` (default: the
+        first ``len(live)`` stored seeds) picks each live run's stored twin among ``stored_seeds`` (default: that
+        environment's ``settings["seeds"]``)."""
+        live, groups = _floats("live", live), self._stored(stored)
+        atol = check_real("atol", atol, low=0.0)
+        if callable(stored):  # every environment: the book's budget
+            s = spread(groups)
+            difference = statistics.fmean(live) - s.center
+            allowed = threshold(s.dof) * math.sqrt(s.predictive_var(len(live))) + atol
+            if math.isnan(allowed):  # no spread measured (inf · 0): only the floor remains
+                allowed = atol
+            check = "spread"
+        else:  # one environment: the rule before the budget (Z_AGREE)
+            difference = statistics.fmean(live) - statistics.fmean(groups[0])
+            allowed = Z_AGREE * _standard_error(live, groups[0]) + atol
+            check = "spread, one environment"
+        agrees = abs(difference) <= allowed
+        twins = ()
+        here = self._here if callable(stored) else (0 if self._here == 0 else None)
+        if here is not None:
+            check = "per seed"
+            values = groups[here]
+            seeds = list(stored_seeds if stored_seeds is not None else
+                         self.environments[here][1].get("seeds", range(len(values))))
+            if len(seeds) != len(values):
+                raise ValueError(f"stored must give one value per seed of the matching environment ({len(seeds)}),"
+                                 f" got {len(values)}")
+            mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
+            pairs = [(v, values[seeds.index(seed)]) for v, seed in zip(live, mine, strict=True)]
+            agrees = agrees and all(math.isclose(a, b, rel_tol=stored_rtol, abs_tol=1e-12) for a, b in pairs)
+            twins = tuple(pairs)
+        flat = tuple(v for g in groups for v in g)
+        return self._add(Comparison(name, check, agrees, live, flat, allowed, difference, twins, stored_rtol,
+                                    len(groups)))
+
     def same_sign(self, name: str, live: tuple[Sequence[float], Sequence[float]],
-                  stored: tuple[Sequence[float], Sequence[float]]) -> Comparison:
+                  stored: tuple[Extract, Extract] | tuple[Sequence[float], Sequence[float]]) -> Comparison:
         """Whether the live runs reproduce the sign of mean(a) − mean(b), which the stored runs resolve.
 
+        The stored difference must lie more than ``threshold(dof)`` predictive standard errors from zero (seeds and
+        machines of both arms, for as many live runs as given): then a live difference of the other sign is as
+        rare as a false alarm of :meth:`compare`, and a flipped sign always fails.
+
         Raises:
-            ValueError: the stored runs do not resolve the difference (within :data:`Z_RESOLVED` standard errors
-                of zero): there is no sign to reproduce.
+            ValueError: the stored runs do not resolve the difference that well: the check would have no power;
+                store more seeds or environments, or compare more live runs.
         """
         for what, pair in (("live", live), ("stored", stored)):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise TypeError(f"{what} must be a pair (values of a, values of b), got {describe(pair)}")
+                raise TypeError(f"{what} must be a pair (for a, for b), got {describe(pair)}")
         la, lb = (_floats("live", x) for x in live)
-        sa, sb = (_floats("stored", x) for x in stored)
-        stored_diff = statistics.fmean(sa) - statistics.fmean(sb)
-        if abs(stored_diff) <= Z_RESOLVED * _standard_error(sa, sb):
-            raise ValueError(f"stored must resolve the difference to have a sign, got {stored_diff:+.4g} within "
-                             f"{Z_RESOLVED:g} standard errors of zero")
         live_diff = statistics.fmean(la) - statistics.fmean(lb)
-        result = Comparison(name, "sign", live_diff * stored_diff > 0, la + lb, sa + sb, stored_diff, live_diff)
-        self.comparisons.append(result)
-        return result
+        if not all(callable(f) for f in stored):  # one environment: the rule before the budget (Z_RESOLVED)
+            ga, gb = (_floats("stored", x) for x in stored)
+            stored_diff = statistics.fmean(ga) - statistics.fmean(gb)
+            if abs(stored_diff) <= Z_RESOLVED * _standard_error(ga, gb):
+                raise ValueError(f"stored must resolve the difference to have a sign, got {stored_diff:+.4g} within "
+                                 f"{Z_RESOLVED:g} standard errors of zero")
+            return self._add(Comparison(name, "sign, one environment", live_diff * stored_diff > 0, la + lb,
+                                        ga + gb, stored_diff, live_diff))
+        sa, sb = (spread(self._stored(f)) for f in stored)
+        stored_diff = sa.center - sb.center
+        se = math.sqrt(sa.predictive_var(len(la)) + sb.predictive_var(len(lb)))
+        dofs = [x.dof for x in (sa, sb) if x.dof > 0]  # an arm with no spread (a closed-form baseline) adds none
+        bound = threshold(min(dofs)) * se if dofs else math.inf
+        if not abs(stored_diff) > bound:
+            raise ValueError(f"stored must resolve the difference to have a sign, got {stored_diff:+.4g}, within "
+                             f"the {bound:.4g} a live run may stray from it")
+        return self._add(Comparison(name, "sign", live_diff * stored_diff > 0, la + lb, (), stored_diff,
+                                    live_diff, environments=len(sa.sizes)))
 
     @property
     def check(self) -> str:
-        return ("per seed: this machine matches the stored runs' environment" if self.same_machine else
-                "statistical: this machine differs from the stored runs' environment (or the file predates it)")
+        n = len(self.environments)
+        return (f"per seed: this machine matches one of the {n} stored environments" if self.same_machine else
+                f"statistical: this machine is none of the {n} stored environments")
 
     def report(self) -> str:
         """Which check ran, and every comparison with its numbers (machine-dependent: print it where nbval

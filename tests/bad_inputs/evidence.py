@@ -5,19 +5,23 @@ from attention_course.evidence import (
     Comparison,
     LiveCheck,
     Paired,
+    Spread,
     bootstrap_interval,
+    environments,
     holm,
     numeric_environment,
     paired,
     same_environment,
+    spread,
     t_interval,
     t_quantile,
     t_two_sided_p,
+    threshold,
 )
 from attention_course.fingerprint import code_closure, code_fingerprint, fingerprint_names, recompute_fingerprint
 from bad_inputs import case
 
-RESULTS = (Comparison, Paired)  # what LiveCheck.compare and paired return
+RESULTS = (Comparison, Paired, Spread)  # what LiveCheck.compare, paired and spread return
 
 
 def _check():
@@ -25,6 +29,14 @@ def _check():
 
 
 CASES = [
+    case(environments, lambda: environments({"results": {}}), TypeError, arg="record",
+         id="evidence.environments-no-provenance"),
+    case(spread, lambda: spread(0.5), TypeError, arg="values_by_environment", id="evidence.spread-scalar"),
+    case(spread, lambda: spread([]), ValueError, arg="values_by_environment", id="evidence.spread-empty"),
+    case(spread, lambda: spread([[1.0, float("inf")]]), ValueError, arg="values_by_environment",
+         id="evidence.spread-inf"),
+    case(threshold, lambda: threshold(-1), ValueError, arg="dof", id="evidence.threshold-negative"),
+    case(threshold, lambda: threshold(2.5), TypeError, arg="dof", id="evidence.threshold-float"),
     case(code_fingerprint, lambda: code_fingerprint([3]), TypeError, arg="code", id="evidence.code_fingerprint-int"),
     case(code_fingerprint, lambda: code_fingerprint([len], {"x": object()}), TypeError, arg="code",
          id="evidence.code_fingerprint-builtin"),
