@@ -10,7 +10,9 @@ Writes ``benchmarks/results/gpt_corpus.json`` with its provenance (``--out`` to 
 renders it and re-runs one seed live, asserting that it reproduces the stored entry.
 
 Usage:  python benchmarks/gpt_corpus.py                  (seeds 0-4, about 30-60 s each)
-        python benchmarks/gpt_corpus.py --seeds 0 1 --steps 50 --out /tmp/gpt_corpus.json    (a quick check)
+        python benchmarks/gpt_corpus.py --seeds 0-1 --steps 50 --out /tmp/gpt_corpus.json    (a quick check)
+        python benchmarks/gpt_corpus.py --seeds 0-1 --out /tmp/env2/gpt_corpus.json
+                                       (another numeric environment over fewer seeds: tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from attention_course.experiments.gpt import (
     train_gpt,
     validation_windows,
 )
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_corpus.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "kjv.txt"  # load_corpus()'s default, fingerprinted by its bytes
@@ -41,10 +43,11 @@ HEAD_WINDOWS = 64
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--seeds", type=seed_range, default="0-4", help="first-last seed, e.g. 0-1 (default: 0-4)")
     p.add_argument("--steps", type=int, default=CPU_CONFIG["steps"])
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    seeds = list(args.seeds)
     corpus = load_corpus()
     config = {**CPU_CONFIG, "steps": args.steps}
     windows = validation_windows(corpus.validation, config["length"], EVAL_WINDOWS)
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
                  for name, order in (("unigram", 1), ("bigram", 2))}
     head_tokens = validation_windows(corpus.validation, config["length"] - 1, HEAD_WINDOWS)
     runs = []
-    for seed in args.seeds:
+    for seed in seeds:
         start = time.perf_counter()
         run = train_gpt(corpus, seed, **config, eval_windows=EVAL_WINDOWS)
         seconds = time.perf_counter() - start
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"baselines: unigram {baselines['unigram_bpc']:.4f}, bigram {baselines['bigram_bpc']:.4f} bits/char; "
           f"GPT {summary['mean_bpc']:.4f} ± {summary['std_bpc']:.4f} over {len(bpcs)} seeds")
     results = {**baselines, **summary, "runs": runs}
-    settings = {"config": config, "seeds": args.seeds, "eval_windows": EVAL_WINDOWS, "head_windows": HEAD_WINDOWS,
+    settings = {"config": config, "seeds": seeds, "eval_windows": EVAL_WINDOWS, "head_windows": HEAD_WINDOWS,
                 "threads": 1, "corpus": "data/kjv.txt", "vocab_size": corpus.vocab_size}
     print(f"results written to {write_results(args.out, results, settings, code=[main, CORPUS])}")
     return results

@@ -20,6 +20,8 @@ runs at a time, one thread each, each in its own process.
 
 Usage:  python benchmarks/gpt_schedule.py                    (5 seeds x 10 arms, about 40 s a run)
         python benchmarks/gpt_schedule.py --seeds 0 --steps 20 --out /tmp/gpt_schedule.json    (a quick check)
+        python benchmarks/gpt_schedule.py --seeds 0-1 --out /tmp/env2/gpt_schedule.json
+                                       (another numeric environment over fewer seeds: tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from attention_course.data import CORPUS_FILE, load_corpus
 from attention_course.experiments.gpt import CPU_CONFIG, train_gpt
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_schedule.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / CORPUS_FILE  # fingerprinted by its bytes
@@ -75,13 +77,14 @@ def run_one(task: tuple[str, dict, int]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--seeds", type=seed_range, default="0-4", help="first-last seed, e.g. 0-1 (default: 0-4)")
     p.add_argument("--steps", type=int, default=CPU_CONFIG["steps"])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    seeds = list(args.seeds)
     plan = arms(args.steps)
-    tasks = [(name, settings, seed) for name, settings in plan.items() for seed in args.seeds]
+    tasks = [(name, settings, seed) for name, settings in plan.items() for seed in seeds]
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
         runs = pool.map(run_one, tasks, chunksize=1)
     summary = {}
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
                          "std_bpc": statistics.stdev(bpcs) if len(bpcs) > 1 else 0.0}
         print(f"{name}: {summary[name]['mean_bpc']:.4f} ± {summary[name]['std_bpc']:.4f} bits/char")
     results = {"summary": summary, "runs": runs}
-    settings = {"arms": plan, "seeds": args.seeds, "threads": 1, "eval_windows": EVAL_WINDOWS,
+    settings = {"arms": plan, "seeds": seeds, "threads": 1, "eval_windows": EVAL_WINDOWS,
                 "corpus": f"data/{CORPUS_FILE}"}
     print(f"results written to {write_results(args.out, results, settings, code=[main, CORPUS])}")
     return results

@@ -19,6 +19,8 @@ thread each, ``--workers`` at a time (each in its own process).
 
 Usage:  python benchmarks/gpt_tokens.py                       (5 seeds x 4 arms, about 40 s a run)
         python benchmarks/gpt_tokens.py --seeds 0 --steps 20 --out /tmp/gpt_tokens.json    (a quick check)
+        python benchmarks/gpt_tokens.py --seeds 0-1 --out /tmp/env2/gpt_tokens.json
+                                     (another numeric environment over fewer seeds: tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 from attention_course.data import CORPUS_FILE, find_data_file, load_corpus, split_lines
 from attention_course.experiments.gpt import CPU_CONFIG
 from attention_course.experiments.tokens import bpe_corpus, char_corpus, ngram_bits, train_tokens
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 from attention_course.tokenizer import BPETokenizer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_tokens.json"
@@ -84,11 +86,12 @@ def run_one(task: tuple[str, dict, int]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--seeds", type=seed_range, default="0-4", help="first-last seed, e.g. 0-1 (default: 0-4)")
     p.add_argument("--steps", type=int, default=CPU_CONFIG["steps"])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    seeds = list(args.seeds)
     data = corpora()
     plan = arms(args.steps)
     tokenizations = {}
@@ -102,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                                       for k in range(24)]} if tok else {}),
         }
         print(key, {k: v for k, v in tokenizations[key].items() if k != "first_merges"}, flush=True)
-    tasks = [(name, arm, seed) for name, arm in plan.items() for seed in args.seeds]
+    tasks = [(name, arm, seed) for name, arm in plan.items() for seed in seeds]
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
         runs = pool.map(run_one, tasks, chunksize=1)
     summary = {}
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
                          "std_bpc": statistics.stdev(bpcs) if len(bpcs) > 1 else 0.0}
         print(f"{name}: {summary[name]['mean_bpc']:.4f} ± {summary[name]['std_bpc']:.4f} bits/char")
     results = {"tokenizations": tokenizations, "summary": summary, "runs": runs}
-    settings = {"arms": plan, "seeds": args.seeds, "threads": 1, "corpus": f"data/{CORPUS_FILE}",
+    settings = {"arms": plan, "seeds": seeds, "threads": 1, "corpus": f"data/{CORPUS_FILE}",
                 "split": {"block": 50, "every": 10}, "vocabs": list(VOCABS), "tie_break": "smallest pair"}
     print(f"results written to {write_results(args.out, results, settings, code=[main, CORPUS])}")
     return results

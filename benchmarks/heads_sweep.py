@@ -26,6 +26,8 @@ loss at each checkpoint (2000 held-out questions) and the training loss averaged
 Usage:  python benchmarks/heads_sweep.py --part table3a   (about 15 minutes on one CPU core)
         python benchmarks/heads_sweep.py --part factors   (about 8 minutes on one CPU core)
         python benchmarks/heads_sweep.py --part controls  (about 8 minutes on one CPU core)
+        python benchmarks/heads_sweep.py --part table3a --seeds 0-1 --out /tmp/env2/heads_sweep.json
+        (another numeric environment over fewer seeds, added to the part's file with tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from attention_course.experiments import heads as hd
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D_MODEL, KEY_VOCAB, VALUE_VOCAB, N_PAIRS = 32, 16, 8, 8
@@ -72,22 +74,22 @@ def summarise(runs: hd.CheckpointRuns) -> dict[str, object]:
     }
 
 
-def table3a() -> None:
+def table3a(seeds: tuple[int, ...], out: Path) -> None:
     results = {}
     for h in HEADS:
-        runs = hd.checkpoint_runs(lambda h=h: hd.TwoQueryRecall(D_MODEL, h, KEY_VOCAB, VALUE_VOCAB), SEEDS, LONG,
+        runs = hd.checkpoint_runs(lambda h=h: hd.TwoQueryRecall(D_MODEL, h, KEY_VOCAB, VALUE_VOCAB), seeds, LONG,
                                   batch=BATCH, lr=LR, window=WINDOW)
         results[str(h)] = summarise(runs)
         print("h", h, results[str(h)]["test_loss"], flush=True)
-    settings = {"d_model": D_MODEL, "heads": list(HEADS), "d_k = d_v": "d_model / h", "seeds": list(SEEDS),
+    settings = {"d_model": D_MODEL, "heads": list(HEADS), "d_k = d_v": "d_model / h", "seeds": list(seeds),
                 "checkpoints": list(LONG), "lr": LR, "batch": BATCH, "window": WINDOW, "optimizer": "adamw, clip 1",
                 "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} value_vocab={VALUE_VOCAB}",
                 "test": "2000 questions, seed 10000", "threads": 1,
                 "model": "TwoQueryRecall (the package's MultiHeadAttention)"}
-    print("wrote", write_results(RESULTS / "heads_sweep.json", results, settings, code=[table3a]))
+    print("wrote", write_results(out, results, settings, code=[table3a]))
 
 
-def factors() -> None:
+def factors(seeds: tuple[int, ...], out: Path) -> None:
     results = {}
     for h, d_k, checkpoints in FACTOR_ARMS:
         d_v = D_MODEL // h
@@ -95,7 +97,7 @@ def factors() -> None:
         def build(h=h, d_k=d_k, d_v=d_v):
             return hd.ScoreHeadsRecall(D_MODEL, h, d_k, d_v, KEY_VOCAB, VALUE_VOCAB)
 
-        runs = hd.checkpoint_runs(build, SEEDS, checkpoints, batch=BATCH, lr=LR, window=WINDOW)
+        runs = hd.checkpoint_runs(build, seeds, checkpoints, batch=BATCH, lr=LR, window=WINDOW)
         model = runs.models[0]
         entry = summarise(runs)
         entry.update(h=h, d_k=d_k, d_v=d_v, score_parameters=model.attn.score_parameters(),
@@ -105,19 +107,19 @@ def factors() -> None:
         results[name] = entry
         print(name, entry["test_loss"], flush=True)
     settings = {"d_model": D_MODEL, "arms": [[h, d_k, list(c)] for h, d_k, c in FACTOR_ARMS],
-                "d_v": "d_model / h", "seeds": list(SEEDS), "lr": LR, "batch": BATCH, "window": WINDOW,
+                "d_v": "d_model / h", "seeds": list(seeds), "lr": LR, "batch": BATCH, "window": WINDOW,
                 "optimizer": "adamw, clip 1", "threads": 1,
                 "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} value_vocab={VALUE_VOCAB}",
                 "test": "2000 questions, seed 10000", "model": "ScoreHeadsRecall (d_k None: one W per head)",
                 "flops": "attention layer, one question reading 8 pairs, torch FlopCounterMode"}
-    print("wrote", write_results(RESULTS / "heads_factors.json", results, settings, code=[factors]))
+    print("wrote", write_results(out, results, settings, code=[factors]))
 
 
 #: (name, builder, learning rate) of the controls
 SCALES, LR2 = (4.0, 16.0), 1e-2
 
 
-def controls() -> None:
+def controls(seeds: tuple[int, ...], out: Path) -> None:
     arms = [(f"h=16,d_k=2,scale={s:g}",
              lambda s=s: hd.ScoreHeadsRecall(D_MODEL, 16, 2, 2, KEY_VOCAB, VALUE_VOCAB, score_scale=s), LR)
             for s in SCALES]
@@ -127,27 +129,36 @@ def controls() -> None:
               lambda h=h: hd.TwoQueryRecall(D_MODEL, h, KEY_VOCAB, VALUE_VOCAB), LR2) for h in (4, 16)]
     results = {}
     for name, build, lr in arms:
-        runs = hd.checkpoint_runs(build, SEEDS, SHORT, batch=BATCH, lr=lr, window=WINDOW)
+        runs = hd.checkpoint_runs(build, seeds, SHORT, batch=BATCH, lr=lr, window=WINDOW)
         results[name] = summarise(runs) | {"lr": lr}
         if name.endswith("learned_temperature"):  # each head's e^θ at the end of the run (1600 steps)
             results[name]["temperatures_at_end"] = [
                 [round(t, 4) for t in m.attn.log_temperature.detach().exp().flatten().tolist()] for m in runs.models]
         print(name, results[name]["test_loss"], flush=True)
-    settings = {"d_model": D_MODEL, "scales": list(SCALES), "second_lr": LR2, "seeds": list(SEEDS),
+    settings = {"d_model": D_MODEL, "scales": list(SCALES), "second_lr": LR2, "seeds": list(seeds),
                 "checkpoints": list(SHORT), "batch": BATCH, "window": WINDOW, "optimizer": "adamw, clip 1",
                 "threads": 1, "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} "
                 f"value_vocab={VALUE_VOCAB}", "test": "2000 questions, seed 10000",
                 "models": "ScoreHeadsRecall(h=16, d_k=2, d_v=2, score_scale or a learned temperature e^θ per head, "
                           "θ from 0) at lr 5e-3; TwoQueryRecall at lr 1e-2"}
-    print("wrote", write_results(RESULTS / "heads_controls.json", results, settings, code=[controls]))
+    print("wrote", write_results(out, results, settings, code=[controls]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("table3a", "factors", "controls"), required=True)
+    parser.add_argument("--part", choices=list(PARTS), required=True)
+    parser.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
+                        help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the file to write (default: benchmarks/results/ and the part's file: "
+                             + ", ".join(f"{k} {v}" for k, v in FILES.items()) + ")")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    {"table3a": table3a, "factors": factors, "controls": controls}[args.part]()
+    PARTS[args.part](tuple(args.seeds), args.out or RESULTS / FILES[args.part])
+
+
+PARTS = {"table3a": table3a, "factors": factors, "controls": controls}
+FILES = {"table3a": "heads_sweep.json", "factors": "heads_factors.json", "controls": "heads_controls.json"}
 
 
 if __name__ == "__main__":

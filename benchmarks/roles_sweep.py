@@ -25,6 +25,9 @@ accuracy and loss and the mean training loss so far (the area under the loss cur
 curve as means over log-spaced windows (``settings.curve_ends``: the last step of each window).
 
 Usage:  python benchmarks/roles_sweep.py [--part recall|previous|alt|wide]  (all: about 26 minutes on one free core)
+        python benchmarks/roles_sweep.py --part wide --seeds 0-1 --out /tmp/env2   (writes /tmp/env2/roles_wide.json)
+        (``--seeds FIRST-LAST`` runs every part asked for over those seeds instead of its own: another numeric
+        environment over fewer seeds, added to the part's file with tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import torch
 from attention_course.data import previous_token_sampler, recall_sampler
 from attention_course.experiments.recall import RecallModel
 from attention_course.experiments.roles import AltRecallModel, PreviousTokenModel, train_budgets
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D_MODEL, LR, BATCH = 32, 1e-2, 64
@@ -156,9 +159,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=[*PARTS, "all"], default="all")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the folder to write roles_<part>.json to")
+    parser.add_argument("--seeds", type=seed_range, default=None,
+                        help="first-last seed, e.g. 0-1, for every part run (default: each part's own, "
+                             + ", ".join(f"{k} {v['seeds'][0]}-{v['seeds'][-1]}" for k, v in PARTS.items()) + ")")
     args = parser.parse_args()
     for part in PARTS if args.part == "all" else [args.part]:
         cfg = dict(PARTS[part])
+        if args.seeds is not None:
+            cfg["seeds"] = tuple(args.seeds)
         ends = curve_windows(cfg["budgets"][-1])
         if part == "recall":
             results = run_recall(cfg["seeds"], cfg["budgets"], ends)

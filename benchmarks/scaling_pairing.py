@@ -13,6 +13,8 @@ run's mean training loss (to match it with the live run). Results and provenance
 ``benchmarks/results/scaling_pairing.json``.
 
 Usage:  python benchmarks/scaling_pairing.py          (about two minutes on one CPU core)
+        python benchmarks/scaling_pairing.py --seeds 0-1 --out /tmp/env2/scaling_pairing.json
+                                              (another numeric environment over fewer seeds: tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -30,17 +32,17 @@ from attention_course.experiments.retrieval import (
     score_factors,
     train_retrieval,
 )
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_pairing.json"
 ARMS_HERE = ("scaled", "unscaled")
 D_K, SEEDS, STEPS, LR, CLIP = 256, (0, 1, 2, 3, 4), 300, 3e-3, 1.0
 
 
-def measure(arm: str) -> list[dict]:
+def measure(arm: str, seeds: tuple[int, ...]) -> list[dict]:
     test = recall_test_set()
     probe = tuple(x[:256] for x in test[0])
-    runs = train_retrieval(seeds=SEEDS, steps=STEPS, test=test, lr=LR, clip=CLIP, track=True,
+    runs = train_retrieval(seeds=seeds, steps=STEPS, test=test, lr=LR, clip=CLIP, track=True,
                            **arm_settings(arm, D_K, "adamw"))
     out = []
     for r in runs:
@@ -56,12 +58,15 @@ def measure(arm: str) -> list[dict]:
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
+                   help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
     args = p.parse_args(argv)
-    results = {arm: measure(arm) for arm in ARMS_HERE}
+    seeds = tuple(args.seeds)
+    results = {arm: measure(arm, seeds) for arm in ARMS_HERE}
     for arm, rs in results.items():
         for r in rs:
             print(arm, r, flush=True)
-    settings = {"d_k": D_K, "seeds": list(SEEDS), "steps": STEPS, "optimizer": "adamw", "lr": LR, "clip": CLIP,
+    settings = {"d_k": D_K, "seeds": list(seeds), "steps": STEPS, "optimizer": "adamw", "lr": LR, "clip": CLIP,
                 "threads": 1, "probe": "the first 256 of recall_test_set()",
                 "pairing": ["target", "others", "other_example"], "factors": ["length", "cos"]}
     write_results(args.out, results, settings, code=[main])

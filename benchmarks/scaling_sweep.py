@@ -16,6 +16,8 @@ The results, with their provenance (date, command, machine, versions, commit) an
 ``benchmarks/results/scaling_sweep.json``; chapter 2 renders them and re-runs the AdamW entries at d_k = 256 live.
 
 Usage:  python benchmarks/scaling_sweep.py          (about 7 minutes on one CPU core)
+        python benchmarks/scaling_sweep.py --seeds 0-1 --out /tmp/env2/scaling_sweep.json
+                                            (another numeric environment over fewer seeds: tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from attention_course.experiments.retrieval import (
     steps_to,
     sweep_arms,
 )
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_sweep.json"
 D_KS = (16, 64, 256, 1024)
@@ -64,12 +66,15 @@ def summarise(run, probe) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
+                        help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
     args = parser.parse_args()
+    seeds = tuple(args.seeds)
     test = recall_test_set()
     probe = tuple(x[:256] for x in test[0])
-    results = sweep_arms(lambda run: summarise(run, probe), OPTIMISERS, D_KS, SEEDS, STEPS, test=test)
+    results = sweep_arms(lambda run: summarise(run, probe), OPTIMISERS, D_KS, seeds, STEPS, test=test)
     settings = {
-        "d_ks": list(D_KS), "seeds": list(SEEDS), "steps": STEPS, "arms": list(ARMS),
+        "d_ks": list(D_KS), "seeds": list(seeds), "steps": STEPS, "arms": list(ARMS),
         "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},
         "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
         "test": "1024 examples, associative_recall seed 10000; probe: its first 256",

@@ -13,6 +13,8 @@ Per run the file keeps that step size averaged over windows of steps spaced by p
 ``benchmarks/results/score_steps.json``; chapter 2 renders them and re-runs the AdamW arms at d_k = 256 live.
 
 Usage:  python benchmarks/score_steps.py          (about 20 minutes on one CPU core)
+        python benchmarks/score_steps.py --seeds 0-1 --out /tmp/env2/score_steps.json
+                                          (another numeric environment over fewer seeds: tools/add_machine.py)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from attention_course.experiments.retrieval import ARMS, recall_test_set, sweep_arms
-from attention_course.measure import write_results
+from attention_course.measure import seed_range, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "score_steps.json"
 D_KS = (16, 64, 256, 1024)
@@ -57,11 +59,14 @@ def summarise(run) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
+                        help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
     args = parser.parse_args()
+    seeds = tuple(args.seeds)
     test = recall_test_set()
-    results = sweep_arms(summarise, OPTIMISERS, D_KS, SEEDS, STEPS, test=test, track=True)
+    results = sweep_arms(summarise, OPTIMISERS, D_KS, seeds, STEPS, test=test, track=True)
     settings = {
-        "d_ks": list(D_KS), "seeds": list(SEEDS), "steps": STEPS, "arms": list(ARMS),
+        "d_ks": list(D_KS), "seeds": list(seeds), "steps": STEPS, "arms": list(ARMS),
         "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},
         "windows": [f"{a}-{b}" for a, b in WINDOWS],
         "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
