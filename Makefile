@@ -42,10 +42,16 @@ unit: install
 # Under PyTorch CPU kernels other than those the saved outputs were made with (tools/refresh_notebooks.py
 # --nbval-capability; ATEN_CPU_CAPABILITY, if set, wins): an output only one processor prints fails here, on any
 # machine, not first on a reader's.
+# Every live comparison the notebooks make is logged and counted against the budget evidence.threshold assumes
+# (tools/count_comparisons.py).
+COMPARISON_LOG := $(CURDIR)/_build/comparisons.log
 nbval: install
 	@cap=$$($(BIN)/python tools/refresh_notebooks.py --nbval-capability $(NOTEBOOKS)) && \
 	echo "nbval under ATEN_CPU_CAPABILITY=$$cap" && \
-	ATEN_CPU_CAPABILITY=$$cap $(BIN)/python -m pytest $(NBVAL_FLAGS) -n $(WORKERS) --dist loadfile $(NOTEBOOKS)
+	mkdir -p _build && rm -f $(COMPARISON_LOG) && \
+	ATTENTION_COURSE_COMPARISON_LOG=$(COMPARISON_LOG) ATEN_CPU_CAPABILITY=$$cap \
+	$(BIN)/python -m pytest $(NBVAL_FLAGS) -n $(WORKERS) --dist loadfile $(NOTEBOOKS) && \
+	$(BIN)/python tools/count_comparisons.py $(COMPARISON_LOG)
 
 # In `make test` this runs after nbval has checked the saved outputs the site renders.
 site-check: install

@@ -181,3 +181,149 @@ def test_bootstrap_interval_stays_inside_the_values_and_covers_the_mean():
     xs = np.random.default_rng(1).normal(size=200)
     b, t = evidence.bootstrap_interval(xs), evidence.t_interval(xs)
     assert b == pytest.approx(t, abs=0.05)  # many values: the two agree
+
+
+# --- every machine: the environment, several environments, the book's false-alarm budget (#38) ----------------
+
+
+def test_the_environment_is_what_decides_the_kernels_not_a_model_name(monkeypatch):
+    env = numeric_environment(threads=1)
+    assert {"cpu_id", "cpu_flags", "mkl_cbwr"} <= env.keys()
+    if env["cpu_id"] and env["cpu_flags"]:  # a Linux machine that says what it is
+        assert evidence.same_environment({**env, "cpu_model": "Intel Xeon Processor"}, threads=1)  # a name only
+        level = "DEFAULT" if env["cpu_capability"] != "DEFAULT" else "AVX2"
+        for key, other in (("cpu_flags", [*env["cpu_flags"], "avx512f"]), ("cpu_id", "family 6 model 85 stepping 7"),
+                           ("mkl_cbwr", "COMPATIBLE"), ("cpu_capability", level)):
+            assert not evidence.same_environment({**env, key: other}, threads=1), key
+        assert not evidence.same_environment({k: v for k, v in env.items() if k != "cpu_id"}, threads=1)
+    # a processor that does not say what it is: never the same as anything
+    monkeypatch.setattr(evidence, "_cpuinfo", lambda: {})
+    unknown = numeric_environment(threads=1)
+    assert unknown["cpu_id"] == "" and not evidence.same_environment(unknown, threads=1)
+
+
+def _two_environments(first, second, *, here_second=False):
+    env = numeric_environment(threads=1)
+    other = {**env, "cpu_id": "family 0 model 0 stepping 0"}
+    return {"provenance": {"environment": other}, "settings": {"seeds": list(range(len(first)))},
+            "results": {"v": list(first)},
+            "machines": [{"provenance": {"environment": env if here_second else {**other, "cpu_capability": "X"}},
+                          "settings": {"seeds": list(range(len(second)))}, "results": {"v": list(second)}}]}
+
+
+def test_spread_separates_the_seeds_from_the_machines():
+    same = evidence.spread([[1.0, 2.0, 3.0], [1.5, 2.5]])  # means 2 and 2: no machine effect
+    assert same.seed_var == pytest.approx((1 + 0 + 1 + 0.25 + 0.25) / 3) and same.machine_var == 0
+    assert same.center == pytest.approx(2.0) and same.sizes == (3, 2) and same.dof == 3
+    apart = evidence.spread([[1.0, 2.0, 3.0], [11.0, 12.0, 13.0]])  # means 2 and 12, seeds' variance 1
+    # MS_between = 3 · (5² + 5²) = 150; n₀ = 3: (150 − 1) / 3
+    assert apart.seed_var == pytest.approx(1.0) and apart.machine_var == pytest.approx(149 / 3)
+    assert apart.center_var == pytest.approx((149 / 3 + 1 / 3) / 2)
+    assert apart.predictive_var(1) == pytest.approx(1 + 149 / 3 + apart.center_var)
+    one_each = evidence.spread([[1.0], [3.0]])  # one run per environment: their spread is all there is
+    assert one_each.seed_var == pytest.approx(2.0) and one_each.machine_var == 0
+
+
+@pytest.mark.parametrize("sizes", [(5, 2), (5, 10, 10)])
+def test_the_threshold_holds_the_whole_book_to_its_false_alarm_budget(sizes):
+    """An independent simulation of the null model (other draws than threshold's own): one comparison's false
+    alarms stay within ALPHA_EACH (up to the simulation's error), so a whole run of the book's BOOK_COMPARISONS
+    stays within BOOK_FALSE_ALARM — with heavy tails (Student's t, 3 degrees of freedom) and a machine effect as
+    large as the seed effect. Under normal seeds the same threshold is far from the budget."""
+    q = evidence.threshold(sizes)
+    rng = np.random.default_rng(12345)
+    unit = math.sqrt(3.0)
+    draws, alarms, normal_alarms = 400_000, 0, 0
+    for heavy in (True, False):
+        def draw(*shape, heavy=heavy):
+            return rng.standard_t(3, shape) / unit if heavy else rng.standard_normal(shape)
+        groups = [draw(draws, 1) + draw(draws, n) for n in sizes]
+        live = (draw(draws, 1) + draw(draws, 1)).mean(axis=1)
+        center, seed_var, machine_var, center_var = evidence._components(groups)
+        hits = int((np.abs(live - center) > q * np.sqrt(seed_var + machine_var + center_var)).sum())
+        if heavy:
+            alarms = hits
+        else:
+            normal_alarms = hits
+    expected = evidence.ALPHA_EACH * draws  # 62.5
+    assert alarms <= expected + 3 * math.sqrt(expected), (alarms, expected)
+    assert 1 - (1 - alarms / draws) ** evidence.BOOK_COMPARISONS <= evidence.BOOK_FALSE_ALARM * 1.25
+    assert normal_alarms < expected / 4
+
+
+def test_a_broken_experiment_still_fails_with_every_environment_stored():
+    """Planted faults against stored runs in two environments (the shape of a file with a second machine): a
+    flipped sign and a mean shifted far beyond the stored spread fail; a live run like the stored ones passes."""
+    rng = np.random.default_rng(7)
+    a = [list(0.50 + 0.01 * rng.standard_normal(5)), list(0.51 + 0.01 * rng.standard_normal(3))]
+    b = [list(0.10 + 0.01 * rng.standard_normal(5)), list(0.10 + 0.01 * rng.standard_normal(3))]
+    record = _two_environments(a[0], a[1])
+    record_b = _two_environments(b[0], b[1])
+    check = LiveCheck(record, threads=1)
+    assert check.compare("loss", [0.505], lambda r: r["v"]).agrees
+    q = evidence.threshold((5, 3))
+    sd = math.sqrt(evidence.spread(a).predictive_var(1))
+    far = 0.505 + 1.2 * q * sd  # a mean beyond the band
+    assert not check.compare("loss", [far], lambda r: r["v"]).agrees
+    # the sign of a − b: stored +0.4, resolved by far more than the band
+    both = LiveCheck({**record, "results": {"a": a[0], "b": b[0]},
+                      "machines": [{**record["machines"][0], "results": {"a": a[1], "b": b[1]}}]}, threads=1)
+    get_a, get_b = (lambda r: r["a"]), (lambda r: r["b"])
+    assert both.same_sign("a − b", ([0.5], [0.1]), (get_a, get_b)).agrees
+    assert not both.same_sign("a − b", ([0.1], [0.5]), (get_a, get_b)).agrees  # flipped
+    assert record_b  # (b's own environments are a's)
+    with pytest.raises(ValueError, match="stored must resolve the difference"):
+        both.same_sign("a − a", ([0.5], [0.5]), (get_a, get_a))
+    with pytest.raises(AssertionError, match="disagree"):
+        both.verdict()
+
+
+def test_outcome_accepts_what_some_stored_run_did_and_nothing_else():
+    learned = [0.99, 1.0, 0.995, 0.99, 0.985]
+    mixed = [0.86, 0.994, 0.99]
+    check = LiveCheck(_two_environments(learned, mixed), threads=1)
+    get = lambda r: r["v"]  # noqa: E731
+    assert check.outcome("exact match", 0.99, get, at_least=0.98).agrees
+    short = check.outcome("exact match", 0.5, get, at_least=0.98)
+    assert short.agrees and "stops short of 0.98, as 1 of 8 stored runs" in short.detail()
+    only_learned = LiveCheck(_two_environments(learned, learned[:2]), threads=1)
+    assert not only_learned.outcome("exact match", 0.9, get, at_least=0.98).agrees
+    assert "NO STORED RUN SHOWS" in only_learned.report()
+
+
+def test_a_matching_machine_is_held_to_its_twin_in_any_environment():
+    record = _two_environments([0.50, 0.52, 0.51], [0.40, 0.42], here_second=True)
+    check = LiveCheck(record, threads=1)
+    if not check.same_machine:
+        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
+    get = lambda r: r["v"]  # noqa: E731
+    assert check.compare("loss", [0.42], get, live_seeds=[1]).agrees  # seed 1 of the second environment
+    assert not check.compare("loss", [0.421], get, live_seeds=[1]).agrees
+    assert check.comparisons[0].check == "per seed"
+    assert check.outcome("score", 0.40, get, at_least=0.45).agrees  # seed 0 here: 0.40
+    assert not check.outcome("score", 0.401, get, at_least=0.45).agrees
+
+
+def test_each_comparison_is_logged_for_the_books_count(tmp_path, monkeypatch):
+    log = tmp_path / "comparisons.log"
+    monkeypatch.setenv(evidence.COMPARISON_LOG, str(log))
+    check = LiveCheck(_two_environments([0.5, 0.51, 0.52], [0.5, 0.49]), threads=1)
+    check.compare("loss", [0.5], lambda r: r["v"])
+    check.outcome("loss", 0.5, lambda r: r["v"], at_least=0.4)
+    lines = log.read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["spread", "outcome"]
+
+
+def test_the_books_count_of_comparisons_is_held_to_the_budget(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "count_comparisons", Path(__file__).resolve().parents[1] / "tools" / "count_comparisons.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    log = tmp_path / "comparisons.log"
+    log.write_text("spread\tTrue\ta\nspread, one environment\tTrue\tb\n")
+    assert tool.main([str(log)]) == 0
+    assert "live comparisons made: 2" in capsys.readouterr().out
+    log.write_text("spread\tTrue\tx\n" * (evidence.BOOK_COMPARISONS + 1))
+    assert tool.main([str(log)]) == 1

@@ -1,12 +1,16 @@
 """Stored evidence that stays true on every reader's machine (chapters 2–7; ``EVIDENCE.md`` rules 14–16).
 
 * :func:`numeric_environment` / :func:`same_environment` — what decides the last bits of a training run: the
-  PyTorch version, the device, the CPU's vendor, model and PyTorch's kernel level (``ATEN_CPU_CAPABILITY``), and
-  the thread count. Seeds fix a run on one such environment only.
-* :class:`LiveCheck` — compares a live re-run with the stored runs as another machine would: per seed to the
-  stored precision where this environment matches the stored one, otherwise statistically (the live mean within
-  the stored seeds' spread, or the same sign of a difference the stored interval resolves). Its ``report`` says
-  which check ran (a cell nbval ignores); its ``verdict`` is the same sentence on every machine.
+  PyTorch version, the device, the CPU's vendor, family/model/stepping and the instruction-set features its
+  kernels dispatch on, PyTorch's kernel level (``ATEN_CPU_CAPABILITY``), MKL's reproducibility mode and the
+  thread count. Seeds fix a run on one such environment only.
+* :func:`environments` — a results file may hold runs of several environments (``tools/add_machine.py``);
+  :func:`spread` splits the stored runs' spread into a seed and a machine component.
+* :class:`LiveCheck` — compares a live re-run with the stored runs as another machine would: per seed where this
+  environment is one of the stored ones, and everywhere statistically, with a threshold (:func:`threshold`) that
+  holds the chance of any false alarm in a whole run of the book to :data:`BOOK_FALSE_ALARM` under heavy-tailed
+  seeds and machines. Its ``report`` says which check ran (a cell nbval ignores); its ``verdict`` is the same
+  sentence on every machine.
 * The few statistics the chapters judge seeds with, one copy: :func:`t_quantile`, :func:`t_interval` (of a mean
   over seeds), :func:`paired` (a difference judged seed by seed), :func:`holm` (many tests at once) and
   :func:`bootstrap_interval` (a mean near a bound such as accuracy 1, where a t-interval can run past it).
@@ -25,6 +29,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ._checks import check_device, check_int, check_real, describe
@@ -190,6 +195,28 @@ class Spread:
         return self.seed_var / n_live + self.machine_var + self.center_var
 
 
+def _components(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`spread`'s arithmetic on a batch: ``groups[e]`` is ``(batch, n_e)``, the runs of environment ``e``.
+    Returns the centre, seed variance, machine variance and the centre's variance, each ``(batch,)``."""
+    sizes = np.array([g.shape[1] for g in groups], dtype=np.float64)
+    k, n = len(groups), sizes.sum()
+    means = np.stack([g.mean(axis=1) for g in groups], axis=1)
+    if n == k:  # one run per environment: their spread is all there is, seed and machine together
+        seed_var = means.var(axis=1, ddof=1) if k > 1 else np.zeros(len(means))
+        machine_var = np.zeros_like(seed_var)
+    else:
+        within = sum(((g - g.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) for g in groups)
+        seed_var = within / (n - k)
+        machine_var = np.zeros_like(seed_var)
+        if k > 1:
+            grand = (means * sizes).sum(axis=1, keepdims=True) / n
+            ms_between = ((means - grand) ** 2 * sizes).sum(axis=1) / (k - 1)
+            n0 = (n - (sizes**2).sum() / n) / (k - 1)
+            machine_var = np.maximum(0.0, (ms_between - seed_var) / n0)
+    center_var = (machine_var + seed_var * np.mean(1 / sizes)) / k
+    return means.mean(axis=1), seed_var, machine_var, center_var
+
+
 def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
     """The seed and machine components of the stored runs' spread (one-way random effects, method of moments).
 
@@ -197,8 +224,8 @@ def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
     The environments' means differ by seed *and* machine: the part of their spread that the seeds do not explain,
     ``(MS_between − MS_within) / n₀`` with ``n₀`` the effective runs per environment, estimates the machine
     component (0 where it comes out negative). With two environments that estimate has one degree of freedom:
-    it shows a machine effect that is large, not one that is subtle, which is why the threshold in
-    :class:`LiveCheck` is set by a simulation with heavy tails and not by this estimate alone.
+    it shows a machine effect that is large, not one that is subtle; :func:`threshold` is calibrated with the
+    machine effect as large as the seeds' and the estimate's own error included.
     """
     if isinstance(values_by_environment, (str, bytes)) or not isinstance(values_by_environment, Iterable):
         raise TypeError(f"values_by_environment must be a sequence of sequences of numbers (one per environment), "
@@ -207,38 +234,56 @@ def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
     if not groups:
         raise ValueError("values_by_environment must hold the runs of at least one environment, got none")
     sizes = tuple(len(g) for g in groups)
-    k, n = len(groups), sum(sizes)
-    means = [statistics.fmean(g) for g in groups]
-    dof = n - k
-    within = sum((x - m) ** 2 for g, m in zip(groups, means, strict=True) for x in g)
-    if dof == 0:  # one run per environment: its spread is all the information there is
-        seed_var, machine_var = (statistics.variance(means) if k > 1 else 0.0), 0.0
-        dof = k - 1
-    else:
-        seed_var, machine_var = within / dof, 0.0
-        if k > 1:
-            grand = sum(s * m for s, m in zip(sizes, means, strict=True)) / n
-            ms_between = sum(s * (m - grand) ** 2 for s, m in zip(sizes, means, strict=True)) / (k - 1)
-            n0 = (n - sum(s * s for s in sizes) / n) / (k - 1)
-            machine_var = max(0.0, (ms_between - seed_var) / n0)
-    center_var = (machine_var + seed_var * statistics.fmean(1 / s for s in sizes)) / k
-    return Spread(statistics.fmean(means), seed_var, machine_var, center_var, dof, sizes)
+    parts = _components([np.array(g, dtype=np.float64)[None, :] for g in groups])
+    center, seed_var, machine_var, center_var = (float(x[0]) for x in parts)
+    return Spread(center, seed_var, machine_var, center_var, sum(sizes) - len(sizes), sizes)
+
+
+#: The null model :func:`threshold` is calibrated on. A run's value is centre + machine effect + seed effect, each
+#: effect drawn from Student's t with ``TAIL_DOF`` degrees of freedom (scaled to unit variance; infinite
+#: kurtosis), the machine effect as large as the seed effect. The stored runs' tails measured this way
+#: (tests/test_evidence.py, leave-one-out over every results file) are no heavier for a quantity whose seeds all
+#: reach the same outcome; a quantity whose seeds split between outcomes (a run that learns the task and one that
+#: stalls) has tails no such model covers, and is compared within its outcome (chapter 5).
+TAIL_DOF = 3
+MACHINE_TO_SEED = 1.0
+_DRAWS, _CHUNK = 1_000_000, 100_000
 
 
 @functools.cache
-def threshold(dof: int) -> float:
-    """How many predictive standard errors a live mean may lie from the stored centre: Student's t quantile at
-    two-sided level ``1 − ALPHA_EACH`` with the stored seeds' ``dof``, times :data:`TAIL_FACTOR` (∞ for no
-    degrees of freedom: no spread was measured)."""
-    dof = check_int("dof", dof, low=0)
-    return math.inf if dof == 0 else TAIL_FACTOR * t_quantile(dof, 1 - ALPHA_EACH)
+def _threshold(sizes: tuple[int, ...], n_live: int) -> float:
+    rng = np.random.default_rng(0)
+    unit = math.sqrt(TAIL_DOF / (TAIL_DOF - 2))
+    # the value exceeded by ALPHA_EACH · _DRAWS − 2·sqrt(ALPHA_EACH · _DRAWS) draws: an upper bound (about 97.5 %)
+    # on the quantile, whose own estimate from a million heavy-tailed draws is uncertain by several per cent
+    expected = ALPHA_EACH * _DRAWS
+    keep = int(math.ceil(expected - 2 * math.sqrt(expected))) + 1
+    top = np.empty(0)
+
+    def draw(*shape: int) -> np.ndarray:
+        return rng.standard_t(TAIL_DOF, shape) / unit
+
+    for _ in range(_DRAWS // _CHUNK):
+        groups = [MACHINE_TO_SEED * draw(_CHUNK, 1) + draw(_CHUNK, n) for n in sizes]
+        live = (MACHINE_TO_SEED * draw(_CHUNK, 1) + draw(_CHUNK, n_live)).mean(axis=1)
+        center, seed_var, machine_var, center_var = _components(groups)
+        z = np.abs(live - center) / np.sqrt(seed_var / n_live + machine_var + center_var)
+        top = np.sort(np.concatenate([top, np.partition(z, -keep)[-keep:]]))[-keep:]
+    return float(top[-(keep - 1)])
 
 
-#: Seeds of a training run are not normal: their tails are heavier (a run that stalls, a loss spike). The
-#: threshold is widened by this factor so that the book-wide false-alarm rate stays below
-#: :data:`BOOK_FALSE_ALARM` when the seeds and the machines are drawn from Student's t with 3 degrees of
-#: freedom (infinite kurtosis), as simulated in ``tests/test_evidence.py``.
-TAIL_FACTOR = 1.0
+def threshold(sizes: Sequence[int], n_live: int = 1) -> float:
+    """How many predictive standard errors (:meth:`Spread.predictive_var`) the mean of ``n_live`` live runs may
+    lie from the centre of stored runs of ``sizes`` seeds per environment: the value a run under the heavy-tailed
+    null model (:data:`TAIL_DOF`, :data:`MACHINE_TO_SEED`) exceeds with probability :data:`ALPHA_EACH`, found by
+    simulating a million such comparisons (seeded; cached per sizes) and taken at the upper end of that
+    estimate's own uncertainty."""
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+        raise TypeError(f"sizes must be the runs per environment (a sequence of ints), got {describe(sizes)}")
+    sizes = tuple(check_int("sizes", s) for s in sizes)
+    if not sizes or sum(sizes) < 2:
+        raise ValueError(f"sizes must hold at least two runs in all (one gives no spread), got {list(sizes)}")
+    return _threshold(sizes, check_int("n_live", n_live))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +305,12 @@ class Comparison:
         def show(xs: Sequence[float]) -> str:
             return f"mean {statistics.fmean(xs):.4g} over {len(xs)}"
         where = f"{len(self.stored)} stored runs from {self.environments} environments"
+        if self.check == "outcome":
+            side = "reaches" if self.live[0] >= self.allowed else "stops short of"
+            return (f"{self.name}: live {self.live[0]:.4g} {side} {self.allowed:g}, as {self.difference:.0f} of "
+                    f"{where} did" + ("" if self.agrees else " — AN OUTCOME NO STORED RUN SHOWS")
+                    + (f" (per seed: live vs its stored twin {self.twins[0][0]:.6g} vs {self.twins[0][1]:.6g})"
+                       if self.twins else ""))
         if self.check.startswith("sign"):
             return (f"{self.name}: stored difference {self.allowed:+.4g} ({where}), live {self.difference:+.4g} "
                     f"({'same sign' if self.agrees else 'SIGN DIFFERS'})")
@@ -338,31 +389,54 @@ class LiveCheck:
         if callable(stored):  # every environment: the book's budget
             s = spread(groups)
             difference = statistics.fmean(live) - s.center
-            allowed = threshold(s.dof) * math.sqrt(s.predictive_var(len(live))) + atol
-            if math.isnan(allowed):  # no spread measured (inf · 0): only the floor remains
-                allowed = atol
+            spread_seen = sum(s.sizes) > 1 and s.predictive_var(len(live)) > 0
+            allowed = atol + (threshold(s.sizes, len(live)) * math.sqrt(s.predictive_var(len(live)))
+                              if spread_seen else 0.0)  # no spread measured: only the floor remains
             check = "spread"
         else:  # one environment: the rule before the budget (Z_AGREE)
             difference = statistics.fmean(live) - statistics.fmean(groups[0])
             allowed = Z_AGREE * _standard_error(live, groups[0]) + atol
             check = "spread, one environment"
-        agrees = abs(difference) <= allowed
-        twins = ()
-        here = self._here if callable(stored) else (0 if self._here == 0 else None)
-        if here is not None:
-            check = "per seed"
-            values = groups[here]
-            seeds = list(stored_seeds if stored_seeds is not None else
-                         self.environments[here][1].get("seeds", range(len(values))))
-            if len(seeds) != len(values):
-                raise ValueError(f"stored must give one value per seed of the matching environment ({len(seeds)}),"
-                                 f" got {len(values)}")
-            mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
-            pairs = [(v, values[seeds.index(seed)]) for v, seed in zip(live, mine, strict=True)]
-            agrees = agrees and all(math.isclose(a, b, rel_tol=stored_rtol, abs_tol=1e-12) for a, b in pairs)
-            twins = tuple(pairs)
+        twins = self._twins(stored, groups, live, live_seeds, stored_seeds, stored_rtol)
+        agrees = abs(difference) <= allowed and all(math.isclose(a, b, rel_tol=stored_rtol, abs_tol=1e-12)
+                                                    for a, b in twins)
         flat = tuple(v for g in groups for v in g)
-        return self._add(Comparison(name, check, agrees, live, flat, allowed, difference, twins, stored_rtol,
+        return self._add(Comparison(name, "per seed" if twins else check, agrees, live, flat, allowed, difference,
+                                    twins, stored_rtol, len(groups)))
+
+    def _twins(self, stored: object, groups: list[tuple[float, ...]], live: tuple[float, ...],
+               live_seeds: Sequence[int] | None, stored_seeds: Sequence[int] | None,
+               rtol: float) -> tuple[tuple[float, float], ...]:
+        """(live, its stored twin) per live run where this machine is one of the stored environments, else ()."""
+        here = self._here if callable(stored) else (0 if self._here == 0 else None)
+        if here is None:
+            return ()
+        values = groups[here]
+        seeds = list(stored_seeds if stored_seeds is not None else
+                     self.environments[here][1].get("seeds", range(len(values))))
+        if len(seeds) != len(values):
+            raise ValueError(f"stored must give one value per seed of the matching environment ({len(seeds)}), "
+                             f"got {len(values)}")
+        mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
+        return tuple((v, values[seeds.index(seed)]) for v, seed in zip(live, mine, strict=True))
+
+    def outcome(self, name: str, live: float, stored: Extract | Sequence[float], *, at_least: float,
+                stored_rtol: float = 1e-9, live_seed: int | None = None) -> Comparison:
+        """Whether the live run's outcome is one the stored runs show, for a quantity that splits into outcomes
+        rather than spreading around one value: a run reaches ``at_least`` or stops short of it (a model that
+        learns a task, or stalls). A spread would read the runs that stopped short as heavy tails and allow
+        anything; this asks only that some stored run, in any environment, had the same outcome. It cannot tell
+        a broken run from one that stopped short, so use it beside :meth:`compare` of a quantity that does not
+        split (a training loss). On a matching machine the live run must also equal its stored twin."""
+        value = _floats("live", [live])
+        at_least = check_real("at_least", at_least, low=None)
+        groups = self._stored(stored)
+        flat = tuple(v for g in groups for v in g)
+        reached = value[0] >= at_least
+        same = sum((v >= at_least) == reached for v in flat)
+        twins = self._twins(stored, groups, value, None if live_seed is None else [live_seed], None, stored_rtol)
+        agrees = same > 0 and all(math.isclose(a, b, rel_tol=stored_rtol, abs_tol=1e-12) for a, b in twins)
+        return self._add(Comparison(name, "outcome", agrees, value, flat, at_least, float(same), twins, stored_rtol,
                                     len(groups)))
 
     def same_sign(self, name: str, live: tuple[Sequence[float], Sequence[float]],
@@ -393,8 +467,9 @@ class LiveCheck:
         sa, sb = (spread(self._stored(f)) for f in stored)
         stored_diff = sa.center - sb.center
         se = math.sqrt(sa.predictive_var(len(la)) + sb.predictive_var(len(lb)))
-        dofs = [x.dof for x in (sa, sb) if x.dof > 0]  # an arm with no spread (a closed-form baseline) adds none
-        bound = threshold(min(dofs)) * se if dofs else math.inf
+        # an arm of one value (a closed-form baseline) has no spread and adds none
+        qs = [threshold(x.sizes, n) for x, n in ((sa, len(la)), (sb, len(lb))) if sum(x.sizes) > 1]
+        bound = max(qs) * se if qs and se > 0 else math.inf
         if not abs(stored_diff) > bound:
             raise ValueError(f"stored must resolve the difference to have a sign, got {stored_diff:+.4g}, within "
                              f"the {bound:.4g} a live run may stray from it")

@@ -28,6 +28,10 @@ def _check():
     return LiveCheck({"provenance": {}})
 
 
+def _two_env_check():
+    return LiveCheck({"provenance": {}, "results": {}, "machines": [{"provenance": {}, "results": {}}]})
+
+
 CASES = [
     case(environments, lambda: environments({"results": {}}), TypeError, arg="record",
          id="evidence.environments-no-provenance"),
@@ -35,8 +39,12 @@ CASES = [
     case(spread, lambda: spread([]), ValueError, arg="values_by_environment", id="evidence.spread-empty"),
     case(spread, lambda: spread([[1.0, float("inf")]]), ValueError, arg="values_by_environment",
          id="evidence.spread-inf"),
-    case(threshold, lambda: threshold(-1), ValueError, arg="dof", id="evidence.threshold-negative"),
-    case(threshold, lambda: threshold(2.5), TypeError, arg="dof", id="evidence.threshold-float"),
+    case(threshold, lambda: threshold(3), TypeError, arg="sizes", id="evidence.threshold-int"),
+    case(threshold, lambda: threshold([1]), ValueError, arg="sizes", id="evidence.threshold-one-run"),
+    case(threshold, lambda: threshold([5, 2.5]), TypeError, arg="sizes", id="evidence.threshold-float"),
+    case(threshold, lambda: threshold([5], n_live=0), ValueError, arg="n_live", id="evidence.threshold-no-live"),
+    case(LiveCheck, lambda: _two_env_check().outcome("x", 0.5, lambda r: [0.9], at_least="high"), TypeError,
+         arg="at_least", id="evidence.outcome-at-least"),
     case(code_fingerprint, lambda: code_fingerprint([3]), TypeError, arg="code", id="evidence.code_fingerprint-int"),
     case(code_fingerprint, lambda: code_fingerprint([len], {"x": object()}), TypeError, arg="code",
          id="evidence.code_fingerprint-builtin"),
