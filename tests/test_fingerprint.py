@@ -161,3 +161,20 @@ def test_process_state_is_not_code(monkeypatch):
     assert any(name.endswith("._load_rows") for name in before[0])  # the helpers' code, both times
     assert any(name.endswith(".forward_kernel") for name in before[0])  # and the kernels'
     assert not [name for name in before[0] if name.endswith((":tl", ":_FITTED", ":_TUNED"))]
+
+
+def test_a_scripts_cache_is_process_state_not_code(tmp_path):
+    """gpt_tokens.py caches its tokenised corpora in _CORPORA: empty when the script is imported, full after a run.
+    The fingerprint written at the end of a run must be the one a fresh import recomputes."""
+    m = _load(tmp_path, '''
+        _CORPORA: dict = {}
+
+
+        def main():
+            if not _CORPORA:
+                _CORPORA["characters"] = 1
+            return _CORPORA
+    ''', name="bench_cache")
+    before = code_fingerprint([m.main], {"seeds": [0]})
+    m.main()
+    assert m._CORPORA and code_fingerprint([m.main], {"seeds": [0]}) == before

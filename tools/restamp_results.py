@@ -37,8 +37,13 @@ def restamp(name: str, why: str, code: list[str] | None = None) -> str:
     record["provenance"]["fingerprint"] = stamp
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
+    restamped = {"commit": commit, "date": datetime.date.today().isoformat(), "why": why}
     stamp["sha256"] = recompute_fingerprint(record, ROOT)
-    stamp["restamped"] = {"commit": commit, "date": datetime.date.today().isoformat(), "why": why}
+    stamp["restamped"] = restamped
+    for machine in record.get("machines", []):  # other environments' runs of the same code (add_machine.py)
+        theirs = machine["provenance"]["fingerprint"]
+        theirs["sha256"] = recompute_fingerprint(machine, ROOT)
+        theirs["restamped"] = restamped
     path.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
     return stamp["sha256"]
 

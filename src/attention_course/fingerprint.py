@@ -145,6 +145,7 @@ RUNTIME_STATE = (
     f"{PACKAGE}.kernels.flash_kernels:tl",
     f"{PACKAGE}.kernels.flash_triton:_FITTED",
     f"{PACKAGE}.kernels.flash_triton:_TUNED",
+    "<script>:_CORPORA",  # gpt_tokens.py's cache of the corpora it tokenised: empty on import, full after a run
 )
 
 
@@ -274,7 +275,8 @@ def code_closure(code: Iterable[object]) -> tuple[dict[str, str], dict[str, str]
                     if _owned(target, roots):
                         todo.append((f"{target.__module__}.{target.__qualname__}", target))
                 elif ((_is_constant(target) or dataclasses.is_dataclass(target)) and _owned_module(owner, roots)
-                      and f"{owner}:{chain[-1]}" not in RUNTIME_STATE):
+                      and f"{owner}:{chain[-1]}" not in RUNTIME_STATE
+                      and not (owner in roots and f"<script>:{chain[-1]}" in RUNTIME_STATE)):
                     todo.append((f"{owner}:{chain[-1]}", target))
 
     def portable(key: str) -> str:
