@@ -159,6 +159,12 @@ def test_provenance_names_machine_versions_and_commit():
         assert p["git_commit"] in (head, f"{head}+dirty")
 
 
+def test_provenance_names_the_commit_the_process_started_with(monkeypatch):
+    from attention_course import measure
+    monkeypatch.setattr(measure, "_COMMIT_AT_IMPORT", "0" * 40)  # the checkout moved on during a long run
+    assert provenance()["git_commit"] == "0" * 40
+
+
 def test_git_commit_outside_a_repository_is_none(tmp_path):
     assert _git_commit(tmp_path) is None
 

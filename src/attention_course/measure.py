@@ -326,13 +326,19 @@ def _git_commit(where: Path) -> str | None:
     return f"{commit}+dirty" if dirty else commit
 
 
+#: The checkout's commit when this module was imported. A benchmark runs the code that was on disk when it started;
+#: a run of many minutes can end after the checkout has moved on, so its results name this commit, not the one
+#: the checkout holds when they are written (they did: chapter 5's runs named a later commit, marked dirty).
+_COMMIT_AT_IMPORT = _git_commit(Path(__file__).resolve().parent)
+
+
 def provenance(device: str | torch.device = "cpu") -> dict[str, object]:
     """Where, when and with what a measurement is being made, as a JSON-ready dict.
 
     Keys: ``date`` (UTC, ISO 8601), ``command`` (this process's command line), ``device`` (:func:`device_name`),
     ``cpu_count`` (logical CPUs), ``torch_threads`` (PyTorch's current CPU threads), ``python``, ``torch``,
-    ``platform``, and ``git_commit`` of the package's checkout (``+dirty`` if it has uncommitted changes; None
-    when the package is not in a git checkout).
+    ``platform``, and ``git_commit`` of the package's checkout when the package was imported (``+dirty`` if it
+    had uncommitted changes; None when the package is not in a git checkout).
     """
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -343,7 +349,7 @@ def provenance(device: str | torch.device = "cpu") -> dict[str, object]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "platform": platform.platform(),
-        "git_commit": _git_commit(Path(__file__).resolve().parent),
+        "git_commit": _COMMIT_AT_IMPORT,
     }
 
 
