@@ -49,8 +49,8 @@ nbval: install
 	@cap=$$($(BIN)/python tools/refresh_notebooks.py --nbval-capability $(NOTEBOOKS)) && \
 	echo "nbval under ATEN_CPU_CAPABILITY=$$cap" && \
 	mkdir -p _build && rm -f $(COMPARISON_LOG) && \
-	ATTENTION_COURSE_COMPARISON_LOG=$(COMPARISON_LOG) ATEN_CPU_CAPABILITY=$$cap \
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) -n $(WORKERS) --dist loadfile $(NOTEBOOKS) && \
+	export ATTENTION_COURSE_COMPARISON_LOG=$(COMPARISON_LOG) && \
+	ATEN_CPU_CAPABILITY=$$cap $(BIN)/python -m pytest $(NBVAL_FLAGS) -n $(WORKERS) --dist loadfile $(NOTEBOOKS) && \
 	$(BIN)/python tools/count_comparisons.py $(COMPARISON_LOG)
 
 # In `make test` this runs after nbval has checked the saved outputs the site renders.

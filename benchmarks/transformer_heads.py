@@ -17,7 +17,7 @@ Usage:  python benchmarks/transformer_heads.py [--part heads|smoothing] [--worke
         (writes benchmarks/results/transformer_heads.json and transformer_smoothing.json)
 
 Another numeric environment's runs (``ATEN_CPU_CAPABILITY=default``, another CPU) are written with ``--out`` to a
-file of their own and then added to the chapter's file with ``tools/add_machine.py`` (``evidence.environments``
+file of their own and then added to the chapter's file with ``tools/add_machine.py`` (``machines.environments``
 reads them back; chapter 5 judges its live run against every environment stored).
 """
 

@@ -6,20 +6,10 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
-from attention_course import evidence
-from attention_course.evidence import LiveCheck, numeric_environment
-
-
-def test_numeric_environment_names_what_decides_the_last_bits():
-    env = numeric_environment(threads=3)
-    assert env["torch"] == torch.__version__ and env["threads"] == 3 and env["device"] == "cpu"
-    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    assert evidence.same_environment(env, threads=3)
-    assert not evidence.same_environment(env, threads=4)
-    assert not evidence.same_environment({**env, "cpu_capability": "NEON"}, threads=3)
-    assert not evidence.same_environment(None)  # a file written before environments were kept
+from attention_course import evidence, machines
+from attention_course.evidence import LiveCheck
+from attention_course.machines import numeric_environment
 
 
 def _record(same: bool, threads: int = 1) -> dict:
@@ -186,22 +176,6 @@ def test_bootstrap_interval_stays_inside_the_values_and_covers_the_mean():
 # --- every machine: the environment, several environments, the book's false-alarm budget (#38) ----------------
 
 
-def test_the_environment_is_what_decides_the_kernels_not_a_model_name(monkeypatch):
-    env = numeric_environment(threads=1)
-    assert {"cpu_id", "cpu_flags", "mkl_cbwr"} <= env.keys()
-    if env["cpu_id"] and env["cpu_flags"]:  # a Linux machine that says what it is
-        assert evidence.same_environment({**env, "cpu_model": "Intel Xeon Processor"}, threads=1)  # a name only
-        level = "DEFAULT" if env["cpu_capability"] != "DEFAULT" else "AVX2"
-        for key, other in (("cpu_flags", [*env["cpu_flags"], "avx512f"]), ("cpu_id", "family 6 model 85 stepping 7"),
-                           ("mkl_cbwr", "COMPATIBLE"), ("cpu_capability", level)):
-            assert not evidence.same_environment({**env, key: other}, threads=1), key
-        assert not evidence.same_environment({k: v for k, v in env.items() if k != "cpu_id"}, threads=1)
-    # a processor that does not say what it is: never the same as anything
-    monkeypatch.setattr(evidence, "_cpuinfo", lambda: {})
-    unknown = numeric_environment(threads=1)
-    assert unknown["cpu_id"] == "" and not evidence.same_environment(unknown, threads=1)
-
-
 def _two_environments(first, second, *, here_second=False):
     env = numeric_environment(threads=1)
     other = {**env, "cpu_id": "family 0 model 0 stepping 0"}
@@ -209,19 +183,6 @@ def _two_environments(first, second, *, here_second=False):
             "results": {"v": list(first)},
             "machines": [{"provenance": {"environment": env if here_second else {**other, "cpu_capability": "X"}},
                           "settings": {"seeds": list(range(len(second)))}, "results": {"v": list(second)}}]}
-
-
-def test_spread_separates_the_seeds_from_the_machines():
-    same = evidence.spread([[1.0, 2.0, 3.0], [1.5, 2.5]])  # means 2 and 2: no machine effect
-    assert same.seed_var == pytest.approx((1 + 0 + 1 + 0.25 + 0.25) / 3) and same.machine_var == 0
-    assert same.center == pytest.approx(2.0) and same.sizes == (3, 2) and same.dof == 3
-    apart = evidence.spread([[1.0, 2.0, 3.0], [11.0, 12.0, 13.0]])  # means 2 and 12, seeds' variance 1
-    # MS_between = 3 · (5² + 5²) = 150; n₀ = 3: (150 − 1) / 3
-    assert apart.seed_var == pytest.approx(1.0) and apart.machine_var == pytest.approx(149 / 3)
-    assert apart.center_var == pytest.approx((149 / 3 + 1 / 3) / 2)
-    assert apart.predictive_var(1) == pytest.approx(1 + 149 / 3 + apart.center_var)
-    one_each = evidence.spread([[1.0], [3.0]])  # one run per environment: their spread is all there is
-    assert one_each.seed_var == pytest.approx(2.0) and one_each.machine_var == 0
 
 
 @pytest.mark.parametrize("sizes", [(5, 2), (5, 10, 10)])
@@ -239,7 +200,7 @@ def test_the_threshold_holds_the_whole_book_to_its_false_alarm_budget(sizes):
             return rng.standard_t(3, shape) / unit if heavy else rng.standard_normal(shape)
         groups = [draw(draws, 1) + draw(draws, n) for n in sizes]
         live = (draw(draws, 1) + draw(draws, 1)).mean(axis=1)
-        center, seed_var, machine_var, center_var = evidence._components(groups)
+        center, seed_var, machine_var, center_var = machines.components(groups)
         hits = int((np.abs(live - center) > q * np.sqrt(seed_var + machine_var + center_var)).sum())
         if heavy:
             alarms = hits
@@ -262,7 +223,7 @@ def test_a_broken_experiment_still_fails_with_every_environment_stored():
     check = LiveCheck(record, threads=1)
     assert check.compare("loss", [0.505], lambda r: r["v"]).agrees
     q = evidence.threshold((5, 3))
-    sd = math.sqrt(evidence.spread(a).predictive_var(1))
+    sd = math.sqrt(machines.spread(a).predictive_var(1))
     far = 0.505 + 1.2 * q * sd  # a mean beyond the band
     assert not check.compare("loss", [far], lambda r: r["v"]).agrees
     # the sign of a − b: stored +0.4, resolved by far more than the band

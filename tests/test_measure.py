@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from attention_course import scaled_dot_product_attention
-from attention_course.evidence import numeric_environment
 from attention_course.fingerprint import code_fingerprint
+from attention_course.machines import numeric_environment
 from attention_course.masks import causal_mask
 from attention_course.measure import (
     _git_commit,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.evidence import DECIDING_KEYS
 from attention_course.fingerprint import recompute_fingerprint
+from attention_course.machines import DECIDING_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))

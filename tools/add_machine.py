@@ -6,7 +6,7 @@ Usage:
 
 The run's own record (provenance, settings, results, as ``write_results`` wrote it) goes into the file's
 ``machines`` list, replacing an earlier entry of the same environment; the file's own runs are left as they were.
-``evidence.environments`` reads them all back, and ``LiveCheck`` estimates from them how far a run on a machine it
+``machines.environments`` reads them all back, and ``LiveCheck`` estimates from them how far a run on a machine it
 has never seen may lie from the stored ones. The two records must be of the same experiment: the same script and
 entry points, today's fingerprint for their settings (``tests/test_results_files.py`` checks every entry), and a
 numeric environment the file does not already hold.
@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from attention_course.evidence import DECIDING_KEYS
+from attention_course.machines import DECIDING_KEYS
 from attention_course.measure import seed_range
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ computation itself is written once, in torch; these helpers convert at the bound
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -44,6 +44,16 @@ def check_int(name: str, value: object, *, low: int | None = 1, high: int | None
             wanted = f"an integer in [{low}, {high}]" if low is not None else f"an integer ≤ {high}"
         raise ValueError(f"{name} must be {wanted}, got {value}")
     return value
+
+
+def check_numbers(name: str, values: object) -> tuple[float, ...]:
+    """``values`` as a tuple of at least one finite float (one per seed, say)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a sequence of numbers, got {describe(values)}")
+    out = tuple(float(v) for v in values)
+    if not out or not all(math.isfinite(v) for v in out):
+        raise ValueError(f"{name} must hold at least one finite number, got {list(out)}")
+    return out
 
 
 def check_real(

@@ -127,6 +127,7 @@ UNFOLLOWED = (
     f"{PACKAGE}._checks.check_",
     f"{PACKAGE}._checks.describe",
     f"{PACKAGE}.evidence.",
+    f"{PACKAGE}.machines.",
     f"{PACKAGE}.fingerprint.",
     f"{PACKAGE}.plots.",
     f"{PACKAGE}._files.",

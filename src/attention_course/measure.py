@@ -28,8 +28,8 @@ import torch
 
 from ._checks import check_callable, check_device, check_flag, check_int, describe
 from ._files import course_folders, download_course_file, find_course_file
-from .evidence import numeric_environment
 from .fingerprint import code_fingerprint, fingerprint_names
+from .machines import numeric_environment
 
 __all__ = [
     "PEAK_TFLOPS_16BIT",
@@ -363,7 +363,7 @@ def write_results(
 ) -> Path:
     """Write a benchmark's results as JSON: ``{"provenance": ..., "settings": ..., "results": ...}``.
 
-    The provenance holds the numeric environment of the runs (:func:`attention_course.evidence.numeric_environment`,
+    The provenance holds the numeric environment of the runs (:func:`attention_course.machines.numeric_environment`,
     its thread count from ``settings["threads"]`` where that is an integer) and the ``fingerprint`` of ``code`` and
     ``settings`` (:func:`attention_course.fingerprint.code_fingerprint`) with the entry points' names, from which
     ``tests/test_results_files.py`` recomputes it: a file today's code would not reproduce fails that test.

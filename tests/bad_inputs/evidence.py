@@ -5,14 +5,9 @@ from attention_course.evidence import (
     Comparison,
     LiveCheck,
     Paired,
-    Spread,
     bootstrap_interval,
-    environments,
     holm,
-    numeric_environment,
     paired,
-    same_environment,
-    spread,
     t_interval,
     t_quantile,
     t_two_sided_p,
@@ -21,7 +16,7 @@ from attention_course.evidence import (
 from attention_course.fingerprint import code_closure, code_fingerprint, fingerprint_names, recompute_fingerprint
 from bad_inputs import case
 
-RESULTS = (Comparison, Paired, Spread)  # what LiveCheck.compare, paired and spread return
+RESULTS = (Comparison, Paired)  # what LiveCheck.compare and paired return
 
 
 def _check():
@@ -33,12 +28,6 @@ def _two_env_check():
 
 
 CASES = [
-    case(environments, lambda: environments({"results": {}}), TypeError, arg="record",
-         id="evidence.environments-no-provenance"),
-    case(spread, lambda: spread(0.5), TypeError, arg="values_by_environment", id="evidence.spread-scalar"),
-    case(spread, lambda: spread([]), ValueError, arg="values_by_environment", id="evidence.spread-empty"),
-    case(spread, lambda: spread([[1.0, float("inf")]]), ValueError, arg="values_by_environment",
-         id="evidence.spread-inf"),
     case(threshold, lambda: threshold(3), TypeError, arg="sizes", id="evidence.threshold-int"),
     case(threshold, lambda: threshold([1]), ValueError, arg="sizes", id="evidence.threshold-one-run"),
     case(threshold, lambda: threshold([5, 2.5]), TypeError, arg="sizes", id="evidence.threshold-float"),
@@ -53,12 +42,6 @@ CASES = [
     case(code_closure, lambda: code_closure([3.5]), TypeError, arg="code", id="evidence.code_closure-float"),
     case(fingerprint_names, lambda: fingerprint_names(["main"]), TypeError, arg="code",
          id="evidence.fingerprint_names-string"),
-    case(numeric_environment, lambda: numeric_environment("npu"), ValueError, arg="device",
-         id="evidence.numeric_environment-device"),
-    case(numeric_environment, lambda: numeric_environment(threads=0), ValueError, arg="threads",
-         id="evidence.numeric_environment-threads"),
-    case(same_environment, lambda: same_environment({}, threads=1.5), TypeError, arg="threads",
-         id="evidence.same_environment-threads"),
     case(recompute_fingerprint, lambda: recompute_fingerprint([], "."), TypeError, arg="record",
          id="evidence.recompute_fingerprint-list"),
     case(recompute_fingerprint, lambda: recompute_fingerprint({"provenance": {}, "settings": {}}, "."), ValueError,
