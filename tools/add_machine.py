@@ -62,8 +62,8 @@ def add_machine(name: str, other_path: Path) -> int:
 
 
 def _runs_by_seed(results: object, seeds: list[int]) -> object:
-    """The results restricted to ``seeds`` where they are lists of per-seed entries (``{"seed": s, ...}`` or one
-    list entry per seed in settings order)."""
+    """The results restricted to ``seeds`` where they are lists of per-seed entries (``{"seed": s, ...}``); other
+    values (arrays over seeds in settings order, summaries) are compared whole."""
     if isinstance(results, dict):
         return {k: _runs_by_seed(v, seeds) for k, v in results.items()}
     if isinstance(results, list) and results and isinstance(results[0], dict) and "seed" in results[0]:

@@ -127,7 +127,8 @@ class Comparison:
     """One quantity of a live re-run against its stored runs (see :class:`LiveCheck`)."""
 
     name: str
-    check: str  # "per seed" (this environment matches a stored one) or "spread" / "sign"
+    check: str  # "per seed" (this environment matches a stored one), "spread", "sign" or "outcome"; "spread, one
+    # environment" and "sign, one environment" for a file measured on one machine (the rule before the budget)
     agrees: bool
     live: tuple[float, ...]
     stored: tuple[float, ...]
@@ -179,7 +180,7 @@ class LiveCheck:
     function of a record's ``results`` (applied to every environment's). Where this
     process's :func:`numeric_environment` equals a stored one, every live seed must also equal its stored twin (to
     ``stored_rtol``, the precision the file keeps); everywhere the machine counts as one more seed and one more
-    machine: :meth:`compare` asks that the live mean lie within ``threshold(dof)`` predictive standard errors of
+    machine: :meth:`compare` asks that the live mean lie within :func:`threshold` predictive standard errors of
     the stored centre (:class:`Spread`: the seed and the machine components) plus ``atol``, a floor the caller
     states (a metric's resolution, say); :meth:`same_sign` asks a difference the stored runs resolve to keep its
     sign. The threshold holds the chance of any false alarm in a whole run of the book to
@@ -225,9 +226,9 @@ class LiveCheck:
         if callable(stored):  # every environment: the book's budget
             s = spread(groups)
             difference = statistics.fmean(live) - s.center
-            spread_seen = sum(s.sizes) > 1 and s.predictive_var(len(live)) > 0
-            allowed = atol + (threshold(s.sizes, len(live)) * math.sqrt(s.predictive_var(len(live)))
-                              if spread_seen else 0.0)  # no spread measured: only the floor remains
+            var = s.predictive_var(len(live))
+            allowed = atol + (threshold(s.sizes, len(live)) * math.sqrt(var)
+                              if var > 0 else 0.0)  # no spread measured: only the floor remains
             check = "spread"
         else:  # one environment: the rule before the budget (Z_AGREE)
             difference = statistics.fmean(live) - statistics.fmean(groups[0])
@@ -279,7 +280,7 @@ class LiveCheck:
                   stored: tuple[Extract, Extract] | tuple[Sequence[float], Sequence[float]]) -> Comparison:
         """Whether the live runs reproduce the sign of mean(a) − mean(b), which the stored runs resolve.
 
-        The stored difference must lie more than ``threshold(dof)`` predictive standard errors from zero (seeds and
+        The stored difference must lie more than :func:`threshold` predictive standard errors from zero (seeds and
         machines of both arms, for as many live runs as given): then a live difference of the other sign is as
         rare as a false alarm of :meth:`compare`, and a flipped sign always fails.
 

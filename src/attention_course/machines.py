@@ -133,8 +133,12 @@ class Spread:
     seed_var: float  # pooled variance of the runs within an environment
     machine_var: float  # variance of the environment effect (method of moments, 0 when the means agree)
     center_var: float  # variance of ``center`` under that model
-    dof: int  # degrees of freedom of ``seed_var``: runs minus environments
     sizes: tuple[int, ...]  # runs per environment
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom of ``seed_var``: runs minus environments."""
+        return sum(self.sizes) - len(self.sizes)
 
     def predictive_var(self, n_live: int) -> float:
         """Variance of (mean of ``n_live`` runs on a new machine) − ``center``."""
@@ -171,8 +175,8 @@ def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
     The environments' means differ by seed *and* machine: the part of their spread that the seeds do not explain,
     ``(MS_between − MS_within) / n₀`` with ``n₀`` the effective runs per environment, estimates the machine
     component (0 where it comes out negative). With two environments that estimate has one degree of freedom:
-    it shows a machine effect that is large, not one that is subtle; :func:`threshold` is calibrated with the
-    machine effect as large as the seeds' and the estimate's own error included.
+    it shows a machine effect that is large, not one that is subtle; :func:`attention_course.evidence.threshold`
+    is calibrated with the machine effect as large as the seeds' and the estimate's own error included.
     """
     if isinstance(values_by_environment, (str, bytes)) or not isinstance(values_by_environment, Iterable):
         raise TypeError(f"values_by_environment must be a sequence of sequences of numbers (one per environment), "
@@ -183,4 +187,4 @@ def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
     sizes = tuple(len(g) for g in groups)
     parts = components([np.array(g, dtype=np.float64)[None, :] for g in groups])
     center, seed_var, machine_var, center_var = (float(x[0]) for x in parts)
-    return Spread(center, seed_var, machine_var, center_var, sum(sizes) - len(sizes), sizes)
+    return Spread(center, seed_var, machine_var, center_var, sizes)
