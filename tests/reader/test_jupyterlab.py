@@ -54,6 +54,36 @@ def _wait_for_server(url: str, proc: subprocess.Popen, timeout: float = 90) -> N
     raise TimeoutError(f"jupyter lab did not answer at {url} within {timeout} s")
 
 
+def _kernel_idle(base: str, token: str, name: str) -> bool:
+    """Whether the server holds a session for notebook `name` whose kernel reports idle (the kernel is up and
+    connected; the page's execution indicator can read idle before a kernel exists)."""
+    try:
+        with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=2) as r:
+            sessions = json.loads(r.read())
+    except OSError:
+        return False
+    return any(
+        s.get("path", "").endswith(name) and (s.get("kernel") or {}).get("execution_state") == "idle"
+        for s in sessions
+    )
+
+
+def _accept_dialog(page) -> None:
+    """Accept JupyterLab's dialog if one is open (the kernel choice; its preselected kernel is the notebook's)."""
+    dialog = page.locator(".jp-Dialog .jp-mod-accept")
+    if dialog.count():
+        dialog.first.click()
+
+
+# True once some code cell's prompt shows it queued or run ("[*]:", "[1]:"), not the blank "[ ]:".
+STARTED = """() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
+                     .some(e => !['', '[ ]:'].includes(e.innerText.trim()))"""
+
+
+def _log_tail(path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
 def _code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
@@ -83,7 +113,8 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    log = (tmp_path / "lab.log").open("w")
+    log_path = tmp_path / "lab.log"
+    log = log_path.open("w")
     # Render every cell, not only those on screen (JupyterLab's default windowing renders lazily), so the page's
     # text can be read whole: a user setting in a settings directory of this test's own.
     settings = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
@@ -100,15 +131,26 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
         page = context.new_page()
         page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}", wait_until="load")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-        # JupyterLab may ask which kernel to start; accept its preselected choice (the notebook's python3).
-        try:
-            page.wait_for_selector(".jp-Dialog", timeout=10000)
-            page.locator(".jp-Dialog .jp-mod-accept").first.click()
-        except PlaywrightTimeout:
-            pass
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000)  # kernel up
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        # Wait until the server's kernel for this notebook is idle. JupyterLab may ask which kernel to start, at
+        # any moment on a loaded machine, so a dialog is accepted whenever it shows.
+        deadline = time.monotonic() + 120
+        while not _kernel_idle(base, token, NOTEBOOK.name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no idle kernel for {NOTEBOOK.name} within 120 s:\n{_log_tail(log_path)}")
+            _accept_dialog(page)
+            page.wait_for_timeout(500)
+        # Run all cells from the menu; if no prompt shows a cell queued within 30 s (the click reached a page
+        # that was not ready), accept any dialog and choose the menu item again, at most three times in all.
+        for _ in range(3):
+            _accept_dialog(page)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            try:
+                page.wait_for_function(STARTED, timeout=30000)
+                break
+            except PlaywrightTimeout:
+                continue
+        started = page.evaluate(STARTED)
         # Save every few seconds until the saved file shows every code cell executed (or time runs out):
         # the file on disk, not the (virtualised) page, is the record of what ran.
         deadline = time.monotonic() + 240
@@ -153,7 +195,8 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
         for o in c.get("outputs", [])
         if o.get("output_type") == "error"
     ]
-    assert code and not not_run, f"code cells that did not run: {not_run}"
+    assert started, f"Run All Cells queued no cell; the server said:\n{_log_tail(log_path)}"
+    assert code and not not_run, f"code cells that did not run: {not_run}; the server said:\n{_log_tail(log_path)}"
     assert not errors, errors
     # the figures were drawn in the browser too
     assert sum("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", [])) >= 2
