@@ -47,3 +47,13 @@ def test_spread_separates_the_seeds_from_the_machines():
     assert apart.predictive_var(1) == pytest.approx(1 + 149 / 3 + apart.center_var)
     one_each = machines.spread([[1.0], [3.0]])  # one run per environment: their spread is all there is
     assert one_each.seed_var == pytest.approx(2.0) and one_each.machine_var == 0
+
+
+def test_a_value_every_environment_shares_has_no_spread_at_all():
+    # a closed-form baseline stored in three environments: averaging 3.2539906866357606 three times does not give
+    # it back exactly, and the rounding (~1e-31) must not read as a spread that a threshold then scales
+    x = 3.2539906866357606
+    s = machines.spread([[x], [x], [x]])
+    assert (s.center, s.seed_var, s.machine_var, s.center_var) == (x, 0.0, 0.0, 0.0)
+    assert s.predictive_var(1) == 0.0
+    assert machines.spread([[x], [x], [x + 1e-12]]).seed_var > 0  # a real difference, however small, remains

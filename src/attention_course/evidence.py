@@ -29,8 +29,8 @@ import torch
 from ._checks import check_int, check_numbers, check_real, describe
 from .machines import components, environments, same_environment, spread
 
-__all__ = ["Comparison", "LiveCheck", "Paired", "bootstrap_interval", "holm", "paired", "t_interval", "t_quantile",
-           "t_two_sided_p", "threshold"]
+__all__ = ["BOOK_COMPARISONS", "BOOK_FALSE_ALARM", "Comparison", "LiveCheck", "Paired", "bootstrap_interval", "holm",
+           "paired", "t_interval", "t_quantile", "t_two_sided_p", "threshold"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -255,7 +255,10 @@ class LiveCheck:
             raise ValueError(f"stored must give one value per seed of the matching environment ({len(seeds)}), "
                              f"got {len(values)}")
         mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
-        return tuple((v, values[seeds.index(seed)]) for v, seed in zip(live, mine, strict=True))
+        if len(mine) != len(live):
+            raise ValueError(f"live_seeds must name one seed per live run ({len(live)}), got {len(mine)}")
+        # a live seed this environment did not store has no twin; it is still judged by the spread
+        return tuple((v, values[seeds.index(seed)]) for v, seed in zip(live, mine, strict=True) if seed in seeds)
 
     def outcome(self, name: str, live: float, stored: Extract | Sequence[float], *, at_least: float,
                 stored_rtol: float = 1e-9, live_seed: int | None = None) -> Comparison:
@@ -301,17 +304,37 @@ class LiveCheck:
                                  f"{Z_RESOLVED:g} standard errors of zero")
             return self._add(Comparison(name, "sign, one environment", live_diff * stored_diff > 0, la + lb,
                                         ga + gb, stored_diff, live_diff))
+        stored_diff, apart, needed, environments_ = self._resolution(stored, len(la), len(lb))
+        if not apart > needed:
+            raise ValueError(f"stored must resolve the difference to have a sign, got {stored_diff:+.4g}, "
+                             f"{apart:.3g} predictive standard errors from zero where {needed:.3g} are needed")
+        return self._add(Comparison(name, "sign", live_diff * stored_diff > 0, la + lb, (), stored_diff,
+                                    live_diff, environments=environments_))
+
+    def _resolution(self, stored: tuple[Extract, Extract], n_a: int, n_b: int) -> tuple[float, float, float, int]:
+        """(stored difference, its distance from zero in predictive standard errors for n_a and n_b live runs,
+        the distance :meth:`same_sign` needs, environments)."""
         sa, sb = (spread(self._stored(f)) for f in stored)
         stored_diff = sa.center - sb.center
-        se = math.sqrt(sa.predictive_var(len(la)) + sb.predictive_var(len(lb)))
+        se = math.sqrt(sa.predictive_var(n_a) + sb.predictive_var(n_b))
         # an arm of one value (a closed-form baseline) has no spread and adds none
-        qs = [threshold(x.sizes, n) for x, n in ((sa, len(la)), (sb, len(lb))) if x.predictive_var(n) > 0]
-        bound = max(qs) * se if qs and se > 0 else math.inf
-        if not abs(stored_diff) > bound:
-            raise ValueError(f"stored must resolve the difference to have a sign, got {stored_diff:+.4g}, within "
-                             f"the {bound:.4g} a live run may stray from it")
-        return self._add(Comparison(name, "sign", live_diff * stored_diff > 0, la + lb, (), stored_diff,
-                                    live_diff, environments=len(sa.sizes)))
+        qs = [threshold(x.sizes, n) for x, n in ((sa, n_a), (sb, n_b)) if x.predictive_var(n) > 0]
+        if not qs or se == 0:  # no spread measured on either arm: nothing says how far a live run may stray
+            return stored_diff, 0.0, math.inf, len(sa.sizes)
+        return stored_diff, abs(stored_diff) / se, max(qs), len(sa.sizes)
+
+    def resolves(self, stored: tuple[Extract, Extract], n_live: int = 1) -> tuple[float, float]:
+        """How far the stored difference mean(a) − mean(b) lies from zero, in predictive standard errors of a
+        difference of ``n_live`` live runs per arm, and how far :meth:`same_sign` needs it to lie: a difference
+        below that is one no such live re-run can check at the book's false-alarm budget (the stored runs'
+        own paired test carries it)."""
+        if not isinstance(stored, (tuple, list)) or len(stored) != 2 or not all(callable(f) for f in stored):
+            raise TypeError(f"stored must be a pair of functions of a record's results, got {describe(stored)}")
+        n_live = check_int("n_live", n_live)
+        if n_live < 1:
+            raise ValueError(f"n_live must be at least 1, got {n_live}")
+        _, apart, needed, _ = self._resolution(stored, n_live, n_live)
+        return apart, needed
 
     @property
     def check(self) -> str:

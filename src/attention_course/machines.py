@@ -185,6 +185,8 @@ def spread(values_by_environment: Sequence[Sequence[float]]) -> Spread:
     if not groups:
         raise ValueError("values_by_environment must hold the runs of at least one environment, got none")
     sizes = tuple(len(g) for g in groups)
+    if len({v for g in groups for v in g}) == 1:  # one value everywhere (a closed-form baseline): no spread, not
+        return Spread(groups[0][0], 0.0, 0.0, 0.0, sizes)  # the rounding error of averaging it
     parts = components([np.array(g, dtype=np.float64)[None, :] for g in groups])
     center, seed_var, machine_var, center_var = (float(x[0]) for x in parts)
     return Spread(center, seed_var, machine_var, center_var, sizes)
