@@ -263,6 +263,45 @@ def test_a_matching_machine_is_held_to_its_twin_in_any_environment():
     assert not check.outcome("score", 0.401, get, at_least=0.45).agrees
 
 
+def test_a_live_seed_the_matching_environment_did_not_store_is_judged_by_the_spread():
+    record = _two_environments([0.50, 0.52, 0.51], [0.40, 0.42], here_second=True)
+    check = LiveCheck(record, threads=1)
+    if not check.same_machine:
+        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
+    get = lambda r: r["v"]  # noqa: E731
+    # seeds 0-2 live; this environment stored 0-1: two twins, seed 2 only in the spread
+    both = check.compare("loss", [0.40, 0.42, 0.45], get, live_seeds=[0, 1, 2])
+    assert both.agrees and both.twins == ((0.40, 0.40), (0.42, 0.42))
+    assert not check.compare("loss", [0.40, 0.43, 0.45], get, live_seeds=[0, 1, 2]).agrees  # seed 1 is off
+    with pytest.raises(ValueError, match="live_seeds must name one seed per live run"):
+        check.compare("loss", [0.40, 0.42], get, live_seeds=[0])
+
+
+def test_resolves_says_whether_a_live_sign_check_would_have_power():
+    rng = np.random.default_rng(3)
+    a = [list(0.50 + 0.01 * rng.standard_normal(5)), list(0.50 + 0.01 * rng.standard_normal(2))]
+    near = [list(0.52 + 0.01 * rng.standard_normal(5)), list(0.52 + 0.01 * rng.standard_normal(2))]
+    far = [list(-0.5 + 0.01 * rng.standard_normal(5)), list(-0.5 + 0.01 * rng.standard_normal(2))]
+    record = {**_two_environments(a[0], a[1]), "results": {"a": a[0], "near": near[0], "far": far[0]}}
+    record["machines"][0]["results"] = {"a": a[1], "near": near[1], "far": far[1]}
+    check = LiveCheck(record, threads=1)
+    get = {k: (lambda r, k=k: r[k]) for k in ("a", "near", "far")}
+    apart, needed = check.resolves((get["a"], get["far"]))
+    sa, sf = machines.spread(a), machines.spread(far)
+    assert apart == pytest.approx(abs(sa.center - sf.center) / math.sqrt(sa.predictive_var(1) + sf.predictive_var(1)))
+    assert needed == evidence.threshold((5, 2)) and apart > needed
+    check.same_sign("a − far", ([0.5], [-0.5]), (get["a"], get["far"]))  # resolved: it checks
+    apart, needed = check.resolves((get["a"], get["near"]))
+    assert apart < needed  # two spreads apart: no live run can settle it
+    with pytest.raises(ValueError, match="where .* are needed"):
+        check.same_sign("a − near", ([0.5], [0.52]), (get["a"], get["near"]))
+    assert check.resolves((get["a"], get["near"]), n_live=3)[1] == evidence.threshold((5, 2), 3)
+    with pytest.raises(TypeError, match="stored must be a pair of functions"):
+        check.resolves(([0.5], [0.1]))
+    with pytest.raises(ValueError, match="n_live must be a positive integer"):
+        check.resolves((get["a"], get["far"]), n_live=0)
+
+
 def test_each_comparison_is_logged_for_the_books_count(tmp_path, monkeypatch):
     log = tmp_path / "comparisons.log"
     monkeypatch.setenv(evidence.COMPARISON_LOG, str(log))

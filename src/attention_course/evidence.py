@@ -331,8 +331,6 @@ class LiveCheck:
         if not isinstance(stored, (tuple, list)) or len(stored) != 2 or not all(callable(f) for f in stored):
             raise TypeError(f"stored must be a pair of functions of a record's results, got {describe(stored)}")
         n_live = check_int("n_live", n_live)
-        if n_live < 1:
-            raise ValueError(f"n_live must be at least 1, got {n_live}")
         _, apart, needed, _ = self._resolution(stored, n_live, n_live)
         return apart, needed
 
