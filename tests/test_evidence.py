@@ -314,3 +314,15 @@ def test_the_books_count_of_comparisons_is_held_to_the_budget(tmp_path, capsys):
     assert tool.main([str(log)]) == 1
     log.write_text("")
     assert tool.main([str(log)]) == 1  # nothing logged: the log never reached the notebooks
+
+
+def test_by_default_the_live_runs_are_the_files_first_seeds_whatever_this_environment_stored():
+    # five live runs (seeds 0-4 of the file's own settings); the matching environment stored seeds 0-1 only
+    record = _two_environments([0.50, 0.52, 0.51, 0.53, 0.49], [0.40, 0.42], here_second=True)
+    check = LiveCheck(record, threads=1)
+    if not check.same_machine:
+        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
+    both = check.compare("loss", [0.40, 0.42, 0.50, 0.50, 0.50], lambda r: r["v"])
+    assert both.twins == ((0.40, 0.40), (0.42, 0.42))
+    with pytest.raises(ValueError, match="live_seeds must be given for more live runs"):
+        check.compare("loss", [0.4] * 6, lambda r: r["v"])

@@ -46,9 +46,11 @@ MYST_ONLY = {
 
 
 def notebooks(root: Path = ROOT) -> list[Path]:
-    """The book's notebooks in the order of ``_toc.yml`` (the order Sphinx numbers their figures in)."""
+    """The book's notebooks in the order of ``_toc.yml`` (the order Sphinx numbers their figures in): each chapter,
+    then its sections (a chapter's lab)."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]] + [ch["file"] for part in toc.get("parts", []) for ch in part.get("chapters", [])]
+    files = [toc["root"]] + [f for part in toc.get("parts", []) for ch in part.get("chapters", [])
+                             for f in [ch["file"], *(s["file"] for s in ch.get("sections", []))]]
     return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
 
 

@@ -200,8 +200,9 @@ class LiveCheck:
                 stored_rtol: float = 1e-9, live_seeds: Sequence[int] | None = None,
                 stored_seeds: Sequence[int] | None = None) -> Comparison:
         """Live values of one quantity against the stored ones: ``stored(results)`` in every environment. On a
-        matching machine, also per seed: ``live_seeds`` (default: the first ``len(live)`` stored seeds) picks each
-        live run's stored twin among ``stored_seeds`` (default: that environment's ``settings["seeds"]``)."""
+        matching machine, also per seed: ``live_seeds`` (default: the first ``len(live)`` seeds of the file's own
+        settings) picks each live run's stored twin among ``stored_seeds`` (default: the matching environment's
+        ``settings["seeds"]``); a live seed that environment did not store is judged by the spread only."""
         live, groups = check_numbers("live", live), self._stored(stored)
         atol = check_real("atol", atol, low=0.0)
         s = spread(groups)
@@ -229,7 +230,13 @@ class LiveCheck:
         if len(seeds) != len(values):
             raise ValueError(f"stored must give one value per seed of the matching environment ({len(seeds)}), "
                              f"got {len(values)}")
-        mine = list(live_seeds) if live_seeds is not None else seeds[: len(live)]
+        if live_seeds is None:  # the live runs re-make the experiment's first seeds (the file's own settings)
+            first = list(self.environments[0][1].get("seeds", range(len(live))))
+            if len(first) < len(live):
+                raise ValueError(f"live_seeds must be given for more live runs ({len(live)}) than the file's "
+                                 f"seeds ({len(first)}), got None")
+            live_seeds = first[: len(live)]
+        mine = list(live_seeds)
         if len(mine) != len(live):
             raise ValueError(f"live_seeds must name one seed per live run ({len(live)}), got {len(mine)}")
         # a live seed this environment did not store has no twin; it is still judged by the spread
