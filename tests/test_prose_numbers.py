@@ -17,12 +17,14 @@ import pytest
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 CHAPTERS = [
-    "01_soft_lookup", "02_scaling", "03_qkv_roles", "04_multihead", "05_transformer", "06_at_scale", "07_gpt",
+    "01_soft_lookup", "01_soft_lookup_lab", "02_scaling", "03_qkv_roles", "04_multihead", "05_transformer",
+    "06_at_scale", "07_gpt",
 ]
 
 #: chapter -> number -> why it may appear without being printed: only facts cited from papers.
 ALLOWED: dict[str, dict[str, str]] = {
     "01_soft_lookup": {},
+    "01_soft_lookup_lab": {},
     "02_scaling": {
         "50": "Gemma 2 caps attention logits with c = 50 (gemma2024gemma2), cited in §2.7",
     },

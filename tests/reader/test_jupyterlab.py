@@ -27,7 +27,7 @@ NOTEBOOK = ROOT / "book" / "01_soft_lookup.ipynb"
 
 
 # The caption of chapter 1's first figure, as its caption cell shows it in the notebook.
-CAPTION = "Fig. 1. Weight on the key that equals the query"
+CAPTION = "Fig. 1. The soft lookup on four keys"
 
 
 def _markdown_cells(nb: dict) -> list[str]:
