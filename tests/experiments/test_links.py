@@ -9,7 +9,7 @@ from attention_course.experiments.links import train_links
 
 
 def _tokens(n: int = 10, d: int = 16) -> torch.Tensor:
-    return torch.randn(n, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(1234), dtype=torch.float64)
 
 
 def test_it_learns_a_target_and_rows_are_distributions():
@@ -19,6 +19,18 @@ def test_it_learns_a_target_and_rows_are_distributions():
     torch.testing.assert_close(weights.sum(dim=1), torch.ones(10, dtype=torch.float64))
     assert torch.equal(weights.argmax(dim=1), target)
     assert not weights.requires_grad
+    # the same run with int32 targets, and tokens that carry a gradient of their own: none reaches them
+    x.requires_grad_()
+    assert torch.equal(train_links(x, target.int()), weights) and x.grad is None
+
+
+def test_the_loss_is_the_cross_entropy_of_the_weights_it_returns():
+    """One step from seed 0 by hand: the log of the returned weights, against the target, is the loss the step
+    lowered (cross_entropy of the scores is the negative log of those weights)."""
+    x, target = _tokens(), torch.arange(10).roll(1)
+    before, after = train_links(x, target, steps=0), train_links(x, target, steps=1)
+    loss = lambda w: -torch.log(w[torch.arange(10), target]).mean()  # noqa: E731
+    assert loss(after) < loss(before)
 
 
 def test_no_steps_is_the_untrained_layer_and_a_seed_fixes_it():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_int, check_real, check_tensor, check_token_ids
+from .._checks import check_int, check_real, check_same_device, check_tensor, check_token_ids
 from ..attention import scaled_dot_product_attention
 
 __all__ = ["train_links"]
@@ -21,13 +21,15 @@ def train_links(x: torch.Tensor, target: torch.Tensor, *, d_k: int = 8, seed: in
                 lr: float = 0.01) -> torch.Tensor:
     r"""Train ``W^Q`` and ``W^K`` so that token ``a`` attends to token ``target[a]``; return the weights.
 
-    ``W^Q`` and ``W^K`` start from :math:`\mathcal N(0, 1/d_\text{model})`, drawn in ``x``'s dtype from a
-    ``torch.Generator`` seeded with ``seed`` (``W^Q`` first). Each of ``steps`` Adam steps (learning rate ``lr``)
-    lowers the cross-entropy between each row of
-    :math:`\operatorname{softmax}(xW^Q(xW^K)^\top/\sqrt{d_k})` and its target token.
+    ``W^Q`` and ``W^K`` start from :math:`\mathcal N(0, 1/d_\text{model})`, drawn in ``x``'s dtype from a CPU
+    ``torch.Generator`` seeded with ``seed`` (``W^Q`` first; use another seed than the one that drew ``x``, or
+    the start is made of the data's own draws). Each of ``steps`` Adam steps (learning rate ``lr``) lowers the
+    cross-entropy between each row of :math:`\operatorname{softmax}(xW^Q(xW^K)^\top/\sqrt{d_k})` and its target
+    token, computed from the scores (a log-softmax: no weight underflows to a log of 0). ``x`` is read, never
+    trained: no gradient reaches it.
 
     Args:
-        x: the tokens, shape ``(n, d_model)``, floating point.
+        x: the tokens, shape ``(n, d_model)``, floating point, on any device.
         target: for each token, the index of the token it should attend to, shape ``(n,)``, integers in
             ``[0, n)``.
         d_k: the width of the queries and keys.
@@ -36,28 +38,33 @@ def train_links(x: torch.Tensor, target: torch.Tensor, *, d_k: int = 8, seed: in
         lr: Adam's learning rate.
 
     Returns:
-        The trained attention weights, shape ``(n, n)``: row ``a`` is token ``a``'s distribution over the tokens.
+        The trained attention weights, shape ``(n, n)``, as :func:`scaled_dot_product_attention` computes them:
+        row ``a`` is token ``a``'s distribution over the tokens.
 
     Raises:
         TypeError: ``x`` not a floating tensor, ``target`` not an integer tensor, or a setting of the wrong type.
-        ValueError: ``x`` not 2-D, ``target`` not of shape ``(n,)`` or out of range, a setting out of range.
+        ValueError: ``x`` not 2-D, ``target`` not of shape ``(n,)`` or out of range, on another device than
+            ``x``, or a setting out of range.
     """
-    x = check_tensor("x", x, ndim=2, layout="(n, d_model)")
+    x = check_tensor("x", x, ndim=2, layout="(n, d_model)").detach()
     n, d_model = x.shape
     target = check_token_ids("target", target, n, ndim=1, layout="(n,)", what="token indices")
     if target.shape[0] != n:
         raise ValueError(f"target must hold one index per token of x ({n}), got shape {tuple(target.shape)}")
+    check_same_device(["x", "target"], [x, target])
+    target = target.long()  # cross_entropy takes int64 class indices
     d_k = check_int("d_k", d_k)
     steps = check_int("steps", steps, low=0)
     lr = check_real("lr", lr, low=0.0)
     g = torch.Generator().manual_seed(check_int("seed", seed, low=0))
-    w_q, w_k = ((torch.randn(d_model, d_k, generator=g, dtype=x.dtype) / d_model**0.5).requires_grad_()
-                for _ in range(2))
+    w_q, w_k = ((torch.randn(d_model, d_k, generator=g, dtype=x.dtype) / d_model**0.5).to(x.device)
+                .requires_grad_() for _ in range(2))
     opt = torch.optim.Adam([w_q, w_k], lr=lr)
     for _ in range(steps):
-        weights = scaled_dot_product_attention(x @ w_q, x @ w_k, x).weights
-        loss = F.nll_loss(torch.log(weights), target)
+        scores = (x @ w_q) @ (x @ w_k).T / d_k**0.5  # the scores scaled_dot_product_attention softmaxes
+        loss = F.cross_entropy(scores, target)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return scaled_dot_product_attention(x @ w_q, x @ w_k, x).weights.detach()
+    with torch.no_grad():
+        return scaled_dot_product_attention(x @ w_q, x @ w_k, x).weights
