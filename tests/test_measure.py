@@ -65,6 +65,12 @@ def test_device_peak_lookup():
     assert device_peak_tflops("NVIDIA H100 PCIe") == pytest.approx(756.0)
     assert device_peak_tflops("NVIDIA A100-SXM4-40GB") == pytest.approx(312.0)
     assert device_peak_tflops("NVIDIA L4") == pytest.approx(121.0)
+    # a PCIe or NVL card is not its SXM module, however the name is spelled
+    assert device_peak_tflops("NVIDIA H200 NVL") == pytest.approx(835.0)
+    assert device_peak_tflops("NVIDIA H200") == pytest.approx(989.4)
+    assert device_peak_tflops("NVIDIA H800 PCIe") == pytest.approx(756.0)
+    assert device_peak_tflops("Tesla V100-PCIE-16GB") == pytest.approx(112.0)
+    assert device_peak_tflops("Tesla V100-SXM2-16GB") == pytest.approx(125.0)
     assert device_peak_tflops("Some CPU") is None
 
 

@@ -3,8 +3,9 @@
 :func:`~attention_course.tiled.tiled_attention` never stores the ``n_q × n_k`` scores, but autograd through its
 Python loop saves every tile for the backward pass, so training with it needs quadratic memory after all.
 :func:`flash_attention` is the same forward pass wrapped in a ``torch.autograd.Function`` that saves only what
-FlashAttention saves — ``Q``, ``K``, ``V``, the output ``O`` and each row's log-sum-exp — and recomputes each
-tile of the weights in the backward pass from them (Dao et al., 2022, §3.1 and Algorithm 4).
+FlashAttention-2 saves — ``Q``, ``K``, ``V``, the output ``O`` and each row's log-sum-exp (Dao, 2024;
+FlashAttention-1 kept each row's max and sum apart) — and recomputes each tile of the weights in the backward
+pass from them (Dao et al., 2022, §3.1 and Algorithm 4).
 
 The backward pass (:func:`flash_attention_backward`), with ``S = scale · Q Kᵀ``, ``P = softmax(S)`` by rows and
 ``O = P V``, given ``dO = ∂L/∂O``:

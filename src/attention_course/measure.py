@@ -254,15 +254,18 @@ def attention_flops(
 
 #: Dense (no sparsity) 16-bit tensor-core peaks in TFLOP/s from the vendors' data sheets — bfloat16 where the GPU
 #: has bfloat16 tensor cores, float16 on the T4 and V100, which have none (bfloat16 runs far below this there) —
-#: matched against ``torch.cuda.get_device_name()`` (more specific names first). Every entry accumulates in
-#: float32, as PyTorch's 16-bit matrix products do: GeForce cards (the RTX 4090) quote twice as much with a
-#: float16 accumulator, a rate PyTorch does not use.
+#: matched against ``torch.cuda.get_device_name()`` (more specific names first: a PCIe or NVL card has a lower
+#: peak than the SXM module of the same name). Every entry accumulates in float32, as PyTorch's 16-bit matrix
+#: products do: GeForce cards (the RTX 4090) quote twice as much with a float16 accumulator, a rate PyTorch does
+#: not use.
 PEAK_TFLOPS_16BIT: dict[str, float] = {
     "H100 PCIe": 756.0,
     "H100 NVL": 835.0,
     "H100": 989.4,  # SXM
-    "H200": 989.4,
-    "H800": 989.4,
+    "H200 NVL": 835.0,
+    "H200": 989.4,  # SXM
+    "H800 PCIe": 756.0,
+    "H800": 989.4,  # SXM
     "A100": 312.0,
     "L40S": 362.0,
     "L4": 121.0,
@@ -270,7 +273,8 @@ PEAK_TFLOPS_16BIT: dict[str, float] = {
     "A10": 125.0,
     "RTX 4090": 165.2,
     "T4": 65.0,
-    "V100": 125.0,
+    "V100 PCIe": 112.0,
+    "V100": 125.0,  # SXM2
 }
 
 
@@ -279,8 +283,9 @@ def device_peak_tflops(name: str) -> float | None:
     None when the table :data:`PEAK_TFLOPS_16BIT` does not know it."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a GPU's name (a string), got {describe(name)}")
+    words = re.sub(r"[-_\s]+", " ", name.lower())  # "Tesla V100-PCIE-16GB" reads as "tesla v100 pcie 16gb"
     for key, value in PEAK_TFLOPS_16BIT.items():  # whole words only: "L4" is not "L40", "A100" not "A1000"
-        if re.search(rf"(?<![\w]){re.escape(key.lower())}(?![\w])", name.lower()):
+        if re.search(rf"(?<![\w]){re.escape(key.lower())}(?![\w])", words):
             return value
     return None
 

@@ -239,7 +239,7 @@ class RacePlan(NamedTuple):
 
 
 #: Bytes per (query, key) pair that the naive implementation holds at its peak: the package's softmax keeps about
-#: four n × n buffers, in float32 whatever the input dtype (chapter 6 recorded 16.4 on an H100 at n = 4096, bf16).
+#: four n × n buffers, in float32 whatever the input dtype (chapter 6 recorded 16.4 on an H200 at n = 4096, bf16).
 NAIVE_BYTES_PER_PAIR = 17
 
 
