@@ -172,6 +172,15 @@ def _two_environments(first, second, *, here_second=False):
                           "settings": {"seeds": list(range(len(second)))}, "results": {"v": list(second)}}]}
 
 
+def _matching_second(first, second) -> LiveCheck:
+    """A LiveCheck of two environments whose second is this machine's (skipped where the processor does not say
+    what it is)."""
+    check = LiveCheck(_two_environments(first, second, here_second=True), threads=1)
+    if not check.same_machine:
+        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
+    return check
+
+
 @pytest.mark.parametrize("sizes", [(5, 2), (5, 10, 10)])
 def test_the_threshold_holds_the_whole_book_to_its_false_alarm_budget(sizes):
     """An independent simulation of the null model (other draws than threshold's own): one comparison's false
@@ -207,11 +216,11 @@ def test_a_broken_experiment_still_fails_with_every_environment_stored():
     b = [list(0.10 + 0.01 * rng.standard_normal(5)), list(0.10 + 0.01 * rng.standard_normal(3))]
     record = _two_environments(a[0], a[1])
     check = LiveCheck(record, threads=1)
-    assert check.compare("loss", [0.505], lambda r: r["v"]).agrees
+    assert check.compare("loss", [0.505], V).agrees
     q = evidence.threshold((5, 3))
     sd = math.sqrt(machines.spread(a).predictive_var(1))
     far = 0.505 + 1.2 * q * sd  # a mean beyond the band
-    assert not check.compare("loss", [far], lambda r: r["v"]).agrees
+    assert not check.compare("loss", [far], V).agrees
     # the sign of a − b: stored +0.4, resolved by far more than the band
     both = LiveCheck({**record, "results": {"a": a[0], "b": b[0]},
                       "machines": [{**record["machines"][0], "results": {"a": a[1], "b": b[1]}}]}, threads=1)
@@ -228,40 +237,31 @@ def test_outcome_accepts_what_some_stored_run_did_and_nothing_else():
     learned = [0.99, 1.0, 0.995, 0.99, 0.985]
     mixed = [0.86, 0.994, 0.99]
     check = LiveCheck(_two_environments(learned, mixed), threads=1)
-    get = lambda r: r["v"]  # noqa: E731
-    assert check.outcome("exact match", 0.99, get, at_least=0.98).agrees
-    short = check.outcome("exact match", 0.5, get, at_least=0.98)
+    assert check.outcome("exact match", 0.99, V, at_least=0.98).agrees
+    short = check.outcome("exact match", 0.5, V, at_least=0.98)
     assert short.agrees and "stops short of 0.98, as 1 of 8 stored runs" in short.detail()
     only_learned = LiveCheck(_two_environments(learned, learned[:2]), threads=1)
-    assert not only_learned.outcome("exact match", 0.9, get, at_least=0.98).agrees
+    assert not only_learned.outcome("exact match", 0.9, V, at_least=0.98).agrees
     assert "NO STORED RUN SHOWS" in only_learned.report()
 
 
 def test_a_matching_machine_is_held_to_its_twin_in_any_environment():
-    record = _two_environments([0.50, 0.52, 0.51], [0.40, 0.42], here_second=True)
-    check = LiveCheck(record, threads=1)
-    if not check.same_machine:
-        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
-    get = lambda r: r["v"]  # noqa: E731
-    assert check.compare("loss", [0.42], get, live_seeds=[1]).agrees  # seed 1 of the second environment
-    assert not check.compare("loss", [0.421], get, live_seeds=[1]).agrees
+    check = _matching_second([0.50, 0.52, 0.51], [0.40, 0.42])
+    assert check.compare("loss", [0.42], V, live_seeds=[1]).agrees  # seed 1 of the second environment
+    assert not check.compare("loss", [0.421], V, live_seeds=[1]).agrees
     assert check.comparisons[0].check == "per seed"
-    assert check.outcome("score", 0.40, get, at_least=0.45).agrees  # seed 0 here: 0.40
-    assert not check.outcome("score", 0.401, get, at_least=0.45).agrees
+    assert check.outcome("score", 0.40, V, at_least=0.45).agrees  # seed 0 here: 0.40
+    assert not check.outcome("score", 0.401, V, at_least=0.45).agrees
 
 
 def test_a_live_seed_the_matching_environment_did_not_store_is_judged_by_the_spread():
-    record = _two_environments([0.50, 0.52, 0.51], [0.40, 0.42], here_second=True)
-    check = LiveCheck(record, threads=1)
-    if not check.same_machine:
-        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
-    get = lambda r: r["v"]  # noqa: E731
+    check = _matching_second([0.50, 0.52, 0.51], [0.40, 0.42])
     # seeds 0-2 live; this environment stored 0-1: two twins, seed 2 only in the spread
-    both = check.compare("loss", [0.40, 0.42, 0.45], get, live_seeds=[0, 1, 2])
+    both = check.compare("loss", [0.40, 0.42, 0.45], V, live_seeds=[0, 1, 2])
     assert both.agrees and both.twins == ((0.40, 0.40), (0.42, 0.42))
-    assert not check.compare("loss", [0.40, 0.43, 0.45], get, live_seeds=[0, 1, 2]).agrees  # seed 1 is off
+    assert not check.compare("loss", [0.40, 0.43, 0.45], V, live_seeds=[0, 1, 2]).agrees  # seed 1 is off
     with pytest.raises(ValueError, match="live_seeds must name one seed per live run"):
-        check.compare("loss", [0.40, 0.42], get, live_seeds=[0])
+        check.compare("loss", [0.40, 0.42], V, live_seeds=[0])
 
 
 def test_resolves_says_whether_a_live_sign_check_would_have_power():
@@ -293,8 +293,8 @@ def test_each_comparison_is_logged_for_the_books_count(tmp_path, monkeypatch):
     log = tmp_path / "comparisons.log"
     monkeypatch.setenv(evidence.COMPARISON_LOG, str(log))
     check = LiveCheck(_two_environments([0.5, 0.51, 0.52], [0.5, 0.49]), threads=1)
-    check.compare("loss", [0.5], lambda r: r["v"])
-    check.outcome("loss", 0.5, lambda r: r["v"], at_least=0.4)
+    check.compare("loss", [0.5], V)
+    check.outcome("loss", 0.5, V, at_least=0.4)
     lines = log.read_text().splitlines()
     assert [line.split("\t")[0] for line in lines] == ["spread", "outcome"]
 
@@ -318,11 +318,8 @@ def test_the_books_count_of_comparisons_is_held_to_the_budget(tmp_path, capsys):
 
 def test_by_default_the_live_runs_are_the_files_first_seeds_whatever_this_environment_stored():
     # five live runs (seeds 0-4 of the file's own settings); the matching environment stored seeds 0-1 only
-    record = _two_environments([0.50, 0.52, 0.51, 0.53, 0.49], [0.40, 0.42], here_second=True)
-    check = LiveCheck(record, threads=1)
-    if not check.same_machine:
-        pytest.skip("this processor does not say what it is (no /proc/cpuinfo)")
-    both = check.compare("loss", [0.40, 0.42, 0.50, 0.50, 0.50], lambda r: r["v"])
+    check = _matching_second([0.50, 0.52, 0.51, 0.53, 0.49], [0.40, 0.42])
+    both = check.compare("loss", [0.40, 0.42, 0.50, 0.50, 0.50], V)
     assert both.twins == ((0.40, 0.40), (0.42, 0.42))
     with pytest.raises(ValueError, match="live_seeds must be given for more live runs"):
-        check.compare("loss", [0.4] * 6, lambda r: r["v"])
+        check.compare("loss", [0.4] * 6, V)
