@@ -283,3 +283,14 @@ def test_seed_range_is_the_benchmarks_argparse_type():
 def test_seed_range_wants_a_string():
     with pytest.raises(TypeError, match="text must be"):
         seed_range(3)
+
+
+def test_measured_on_names_a_records_device():
+    from attention_course.measure import measured_on, read_results
+
+    assert measured_on(read_results("bench_kernel_cuda", history=True)) == "NVIDIA H200"
+    assert measured_on({"provenance": {"device": "cpu"}}) == "cpu"
+    with pytest.raises(TypeError, match="record must be a dict"):
+        measured_on([("provenance", {})])
+    with pytest.raises(ValueError, match=r"record must hold provenance\.device.*\['results'\]"):
+        measured_on({"results": {}})

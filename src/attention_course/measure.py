@@ -38,6 +38,7 @@ __all__ = [
     "cpu_threads",
     "device_name",
     "device_peak_tflops",
+    "measured_on",
     "op_counts",
     "peak_memory_bytes",
     "provenance",
@@ -474,3 +475,19 @@ def read_results(name: str, repository: str | None = None, *, history: bool = Fa
         raise ValueError(f"name must name a results file, got {name!r}, not found in {looked}; pass repository= "
                          "to download it")
     return json.loads(download_course_file(repository, relative, timeout=60))
+
+
+def measured_on(record: dict) -> str:
+    """The device a record of :func:`read_results` was measured on, as :func:`device_name` wrote it (chapter 6's
+    lesson names the GPU its stored runs came from). ``"NVIDIA H200"``, ``"AMD EPYC ..."``.
+
+    Raises:
+        TypeError: ``record`` not a dict.
+        ValueError: ``record`` names no device (not a record of :func:`write_results`).
+    """
+    if not isinstance(record, dict):
+        raise TypeError(f"record must be a dict that read_results returned, got {describe(record)}")
+    device = record.get("provenance", {}).get("device")
+    if not isinstance(device, str):
+        raise ValueError(f"record must hold provenance.device (a record of write_results), got keys {sorted(record)}")
+    return device

@@ -89,6 +89,15 @@ CASES += [
          id="measure.read_results-repository"),
 ]
 
+from attention_course.measure import measured_on  # noqa: E402
+
+CASES += [
+    case(measured_on, lambda: measured_on([("provenance", {})]), TypeError, arg="record",
+         id="measure.measured_on-list"),
+    case(measured_on, lambda: measured_on({"results": {}}), ValueError, arg="record", says="provenance.device",
+         id="measure.measured_on-no-device"),
+]
+
 from attention_course.measure import seed_range  # noqa: E402
 
 CASES += [
