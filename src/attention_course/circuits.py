@@ -140,7 +140,7 @@ def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
 
 
 def reparametrized(mha: MultiHeadAttention, m: torch.Tensor, n: torch.Tensor | None = None) -> MultiHeadAttention:
-    r"""A copy of ``mha`` that computes the same function through other factors (chapter 4, §4.3).
+    r"""A copy of ``mha`` that computes the same function through other factors (chapter 4, §4.1; its lab, §4.D).
 
     Head :math:`i` of the copy has :math:`W_i^Q M_i`, :math:`W_i^K M_i^{-\top}`, :math:`W_i^V N_i` and
     :math:`N_i^{-1} W_i^O`, and biases :math:`b_{q,i} M_i`, :math:`b_{k,i} M_i^{-\top}`, :math:`b_{v,i} N_i`: its

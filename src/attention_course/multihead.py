@@ -49,7 +49,7 @@ RotaryHook = Callable[..., torch.Tensor]
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(batch, n, num_heads·d_k) → (batch, num_heads, n, d_k)``: the column blocks of a fused projection.
 
-    Block ``i`` of ``d_k`` columns of ``X W^Q`` is head ``i``'s ``X W_i^Q`` (chapter 4, §4.5). Returns a view.
+    Block ``i`` of ``d_k`` columns of ``X W^Q`` is head ``i``'s ``X W_i^Q`` (chapter 4, §4.2). Returns a view.
     At the edges: ``batch``, ``n`` or the width may be 0 (an empty view, ``d_k = 0`` for width 0).
     """
     check_tensor("x", x, kind=None, ndim=3, layout="(batch, n, num_heads·d_k)")

@@ -486,7 +486,7 @@ def test_train_retrieval_qk_lr_scale_slows_only_w_q_and_w_k():
 
 
 def test_control_is_the_scaled_head_with_w_q_learning_rate_times_root_d_k_under_adam():
-    # chapter 2, §2.6: Adam cancels the √d_k of the control's W^Q gradient, so the control trains exactly as
+    # chapter 2's lab, §2.G: Adam cancels the √d_k of the control's W^Q gradient, so the control trains exactly as
     # the scaled head with W^Q's learning rate multiplied by √d_k (up to Adam's ε, made negligible here)
     d = 64
     control = initial_retrieval_head(False, 0, d_k=d, w_q_gain=1 / 8)

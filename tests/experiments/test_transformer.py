@@ -114,7 +114,7 @@ def test_mean_ablation_of_a_constant_head_changes_nothing():
     assert not torch.allclose(zeroed, full)  # a zero-ablation moves the output all the same
 
 
-# --- opening the model up (§5.8): one code for the page's run and the stored seeds -------------------------------
+# --- opening the model up (§5.7): one code for the page's run and the stored seeds -------------------------------
 
 from attention_course import data  # noqa: E402
 from attention_course.experiments import transformer as tr  # noqa: E402

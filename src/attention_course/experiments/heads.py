@@ -315,7 +315,7 @@ def _check_two_query_sizes(batch: int, n_pairs: int, key_vocab: int, value_vocab
 def two_query_recall(
     batch: int, n_pairs: int, key_vocab: int, value_vocab: int, generator: torch.Generator | None = None
 ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
-    """Associative recall with two queries answered at once (chapter 4, §4.8).
+    """Associative recall with two queries answered at once (chapter 4, §4.5).
 
     Each sequence stores ``n_pairs`` (key, value) pairs (:func:`~attention_course.data.associative_recall`) and
     asks for the values of two *different* stored keys ``a`` and ``b`` in one answer, the class
@@ -492,7 +492,7 @@ def head_sweep(
 
 
 def _two_query_test(test_size: int, n_pairs: int, key_vocab: int, value_vocab: int):
-    """The held-out set every run of §4.8 is scored on: ``test_size`` questions drawn with seed 10_000."""
+    """The held-out set every run of §4.5 is scored on: ``test_size`` questions drawn with seed 10_000."""
     return two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
 
 

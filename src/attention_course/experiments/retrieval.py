@@ -1,4 +1,4 @@
-"""Chapter 2's trained experiment (§2.5–2.6): one attention layer, the recall model of
+"""Chapter 2's trained experiment (§2.5; its lab, §2.F–§2.G): one attention layer, the recall model of
 :mod:`attention_course.experiments.recall`, trained on :func:`attention_course.data.associative_recall` with and
 without the 1/√d_k of its scores, and what the runs record along the way (the scores' spread and how far q and k
 are from independent).
@@ -55,12 +55,13 @@ __all__ = [
 #: The optimisers :func:`train_retrieval` can train with.
 OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd")
 
-#: Chapter 2's four heads, the 2 × 2 of §2.6: start matched (scaled, control), start saturated (slowed, unscaled).
+#: Chapter 2's four heads, the 2 × 2 of its lab's §2.G: start matched (scaled, control), start saturated (slowed,
+#: unscaled).
 ARMS: tuple[str, ...] = ("scaled", "control", "slowed", "unscaled")
 
 
 def arm_settings(arm: str, d_k: int, optimizer: str = "adamw") -> dict[str, object]:
-    """The keywords of :func:`train_retrieval` that make ``arm`` at width ``d_k`` (chapter 2, §2.6).
+    """The keywords of :func:`train_retrieval` that make ``arm`` at width ``d_k`` (chapter 2, §2.5; its lab, §2.G).
 
     ``scaled``: the paper's head. ``unscaled``: no 1/√d_k. ``control``: unscaled, W^Q divided by √d_k at
     initialisation (the scaled head's function at step 0). ``slowed``: unscaled, the learning rate of W^Q and
@@ -180,7 +181,7 @@ class PairingRatios(NamedTuple):
 
 @torch.no_grad()
 def pairing_ratios(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> PairingRatios:
-    r""":func:`independence_ratio` split by which keys the query meets (chapter 2, §2.7's control).
+    r""":func:`independence_ratio` split by which keys the query meets (chapter 2's lab, §2.I's control).
 
     Each entry is :math:`\sqrt{E[(q\cdot k)^2]}` over its pairs divided by :math:`\sqrt{d_k}\,σ_q σ_k`, with
     :math:`σ_q`, :math:`σ_k` the root-mean-square components of all the probe's queries and keys (the same
@@ -229,7 +230,8 @@ class ScoreFactors(NamedTuple):
 
 @torch.no_grad()
 def score_factors(model: RecallModel, inputs: tuple[torch.Tensor, ...]) -> ScoreFactors:
-    """Did the scores grow because q and k got longer or because they turned towards each other (chapter 2, §2.7)?
+    """Did the scores grow because q and k got longer or because they turned towards each other (chapter 2, §2.6; its
+    lab, §2.I)?
     The means of ``scale · ‖q‖ ‖k‖`` and of ``|cos θ|`` over every query–key pair of the probe ``inputs`` =
     ``(keys, values, query)``, checked by the model (a zero-length q or k gives NaN for its cosine)."""
     _check_probe(model, inputs)

@@ -6,7 +6,7 @@ chapter asserts on the CPU (≥ 99 % exact match, the attention-map checks) — 
 those results rather than a different, never-verified run; the device only changes how fast it goes.
 :func:`ablated_head` removes one attention head's contribution (zero- or mean-ablation) and
 :func:`mean_head_outputs` measures the mean a mean-ablation puts in its place. :func:`train_reversal` trains the
-chapter's model from one seed; :func:`anti_diagonal_shares` and :func:`ablation_study` open it up (§5.8), so that
+chapter's model from one seed; :func:`anti_diagonal_shares` and :func:`ablation_study` open it up (§5.7), so that
 the page's live run and the stored five seeds (``benchmarks/transformer_heads.py``) are measured by one code.
 """
 
@@ -29,7 +29,7 @@ from ..train import History, exact_match, fit_seq2seq
 __all__ = ["AblationStudy", "AntiDiagonal", "ReversalPlan", "ablated_head", "ablation_study", "anti_diagonal_shares",
            "held_out_loss", "mean_head_outputs", "reversal_plan", "train_reversal"]
 
-#: The chapter's model and budget (§5.7): 2 + 2 post-LN layers, d_model 64, 4 heads, 2500 steps of 64 strings.
+#: The chapter's model and budget (§5.6): 2 + 2 post-LN layers, d_model 64, 4 heads, 2500 steps of 64 strings.
 REVERSAL_CONFIG = dict(d_model=64, nhead=4, layers=2, d_ff=128, batch=64, steps=2500, warmup=300, factor=0.5)
 
 #: What training it holds on a device at most, with a wide margin: about 0.1 M parameters with Adam's two moments
@@ -213,7 +213,7 @@ def held_out_loss(model: Seq2SeqTransformer, src: torch.Tensor, tgt: torch.Tenso
                                  ignore_index=check_int("pad_id", pad_id, low=None)))
 
 
-# ------------------------------------------------------------------------------- the anti-diagonal (§5.8)
+# ------------------------------------------------------------------------------- the anti-diagonal (§5.7)
 class AntiDiagonal(NamedTuple):
     """What :func:`anti_diagonal_shares` measures, over the decoder rows that write a digit.
 
@@ -236,7 +236,7 @@ class AntiDiagonal(NamedTuple):
 @torch.no_grad()
 def anti_diagonal_shares(model: Seq2SeqTransformer, src: torch.Tensor, tgt: torch.Tensor,
                          lengths: torch.Tensor) -> AntiDiagonal:
-    """How much of each cross-attention head's mass lands on the anti-diagonal of a reversal (chapter 5, §5.8).
+    """How much of each cross-attention head's mass lands on the anti-diagonal of a reversal (chapter 5, §5.7).
 
     ``src`` ``(batch, n_src)`` and ``tgt`` ``(batch, n_tgt + 1)`` (BOS, the reversed digits, EOS, padding), with
     ``lengths`` ``(batch,)`` digits per string. Decoder row ``t`` (from 0; row 0 reads BOS) writes output digit
@@ -301,7 +301,7 @@ class AblationStudy(NamedTuple):
 def ablation_study(model: Seq2SeqTransformer, src: torch.Tensor, tgt: torch.Tensor, exact: torch.Tensor,
                    threshold: float = 0.9) -> AblationStudy:
     """Switch the decoder's cross-attention heads off, one at a time and in two groups, and score the held-out
-    strings ``src``, ``tgt`` (exact match by greedy decoding, and :func:`held_out_loss`) — chapter 5, §5.8.
+    strings ``src``, ``tgt`` (exact match by greedy decoding, and :func:`held_out_loss`) — chapter 5, §5.7.
 
     Each head is zero- and mean-ablated (:func:`ablated_head`; the mean over the held-out target positions,
     :func:`mean_head_outputs`). The groups: the heads whose ``exact`` share (``(layers, heads)``, from
