@@ -35,7 +35,8 @@ def test_qkv_schematic_labels_the_flow_and_both_circuits():
     for label in (r"$\times W^Q$", r"$\times W^K$", r"$\times W^V$", r"$\times W^O$", "$AV$"):
         assert label in texts
     assert any(t.startswith("QK circuit") for t in texts) and any(t.startswith("OV circuit") for t in texts)
-    assert any("tokens that ask" in t for t in texts) and not any("decoder" in t for t in texts)
+    assert any("one sequence" in t for t in texts) and not any("decoder" in t for t in texts)
+    assert sum(isinstance(p, matplotlib.patches.FancyBboxPatch) and p.get_x() < 1 for p in ax.patches) == 1  # one input
     plt.close(ax.figure)
     fig, axes = plt.subplots(1, 2)
     assert qkv_schematic(axes[1], cross=True) is axes[1] and not axes[0].texts

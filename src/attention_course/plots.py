@@ -116,7 +116,8 @@ def attention_heatmap(
 def qkv_schematic(ax: plt.Axes | None = None, *, cross: bool = False) -> plt.Axes:
     r"""Draw how Q, K and V flow through one attention head, with its QK and OV circuits shaded (chapter 3).
 
-    The tokens that ask are projected by :math:`W^Q`; the tokens that are read, by :math:`W^K` and :math:`W^V`.
+    The tokens that ask are projected by :math:`W^Q`; the tokens that are read, by :math:`W^K` and :math:`W^V`
+    (in self-attention they are the same tokens).
     :math:`Q` and :math:`K` meet only in the scores, whose row-wise softmax gives the weights :math:`A`; :math:`V`
     enters after the softmax, in :math:`AV`, then :math:`W^O`. The shaded regions are the two circuits of
     Elhage et al. (2021): QK (:math:`W^Q {W^K}^\top`, where each row looks) and OV (:math:`W^V W^O`, what it
@@ -124,8 +125,9 @@ def qkv_schematic(ax: plt.Axes | None = None, *, cross: bool = False) -> plt.Axe
 
     Args:
         ax: axes to draw on (a new figure when None); the axes' frame and grid are switched off.
-        cross: label the two sources as in encoder–decoder attention: the decoder's states ask, the encoder's
-            are read, and the output has one row per target position, added to the decoder's residual stream.
+        cross: draw encoder–decoder attention, with two sources: the decoder's states ask, the encoder's are
+            read, and the output has one row per target position, added to the decoder's residual stream. By
+            default, self-attention: one sequence feeds :math:`W^Q`, :math:`W^K` and :math:`W^V`.
 
     Returns:
         The axes. Every label is an ``ax.texts`` entry.
@@ -162,9 +164,12 @@ def qkv_schematic(ax: plt.Axes | None = None, *, cross: bool = False) -> plt.Axe
 
     region(2.55, 2.0, 5.55, 3.75, qk_color, r"QK circuit $W^Q {W^K}^\top$: where each row looks", 6.2)
     region(2.55, -0.15, 6.25, 1.6, ov_color, r"OV circuit $W^V W^O$: what it brings back", 4.6)
-    ask = "decoder states $Y$\n($n_{tgt}$ rows)" if cross else "tokens that ask\n($n_q$ rows)"
-    read = "encoder states $X$\n($n_{src}$ rows)" if cross else "tokens that are read\n($n_k$ rows)"
-    src_q, src_kv = box(0.1, 4.3, 2.2, ask, h=0.9), box(0.1, 1.6, 2.2, read, h=0.9)
+    if cross:  # two sources: the decoder's states ask, the encoder's are read
+        src_q = box(0.1, 4.3, 2.2, "decoder states $Y$\n($n_{tgt}$ rows)", h=0.9)
+        src_kv = box(0.1, 1.6, 2.2, "encoder states $X$\n($n_{src}$ rows)", h=0.9)
+    else:  # one source: every token asks and is read
+        box(0.1, 1.6, 2.2, "one sequence $X$\n($n$ rows):\nit asks and is read", h=3.6)
+        src_q, src_kv = (1.2, 4.75), (1.2, 2.05)
     wq, wk, wv = box(2.8, 4.4, 1.0, r"$\times W^Q$"), box(2.8, 2.6, 1.0, r"$\times W^K$"), box(
         2.8, 0.2, 1.0, r"$\times W^V$")
     q, k, v = box(4.2, 4.4, 0.6, "$Q$"), box(4.2, 2.6, 0.6, "$K$"), box(4.2, 0.2, 0.6, "$V$")
