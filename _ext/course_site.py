@@ -11,7 +11,8 @@ r"""Small Sphinx fixes for the course's site, each found by the browser test (te
 4. The notebooks' Markdown is plain CommonMark (so it reads in JupyterLab and Colab); `notebook_links.to_roles`
    turns their figure and citation links into MyST roles before each page is parsed, so the site numbers and
    links them as before; `notebook_links.solutions_to_dropdowns` turns each exercise's solution link into a
-   closed dropdown holding the solution, included from `solutions/`.
+   closed dropdown holding the solution, included from `solutions/`; a link to a lab's section (`[§2.E](…_lab.ipynb)`)
+   becomes a reference to a target `notebook_links.lab_targets` puts above that section's heading.
 
 Kept outside the book's source on purpose: Jupyter Book 1 injects every .js found in a `_static/` there.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from notebook_links import (  # _ext/ is on sys.path: Jupyter Book puts local_extensions' folder there
+    lab_targets,
     solutions_to_dropdowns,
     to_roles,
 )
@@ -44,6 +46,8 @@ def _plain_links_to_roles(app, docname: str, source: list[str]) -> None:
     source[0] = to_roles(source[0])
     if str(app.env.doc2path(docname)).endswith(".ipynb"):
         source[0] = solutions_to_dropdowns(source[0])
+    if docname.endswith("_lab"):
+        source[0] = lab_targets(source[0])
 
 
 def _static(app) -> None:

@@ -6,14 +6,17 @@ link carry what the roles carried:
 - a paper:    ``[Vaswani et al. (2017)](bibliography.md#vaswani2017attention)`` in running text, and
               ``([Xiao et al., 2023](bibliography.md#xiao2023efficient))`` in parentheses
 - a chapter:  ``[chapter 2](02_scaling.ipynb)``  (MyST resolves a link to a source file on its own)
+- a lab's section: ``[§2.E](02_scaling_lab.ipynb)`` or ``[§2.E of the lab](02_scaling_lab.ipynb)``: in a
+              notebook it opens the lab; on the site it lands on the section headed ``## 2.E …``
 - a solution: ``[Solution to exercise 1.1: `attention` in solutions/ch01.py](https://…/solutions/ch01.py)``, a
               cell of its own below each exercise; a notebook reader follows the link to the file
 
 On the website, ``to_roles`` turns the first two back into MyST's ``{numref}`` and ``{cite:t}``/``{cite:alp}``
 before the page is parsed, so Sphinx numbers the figures and sphinxcontrib-bibtex formats and links the
-citations, exactly as the roles did; and ``solutions_to_dropdowns`` turns each solution link into a closed
-dropdown that holds the solution's function, included from ``solutions/`` (hidden until clicked). This module is
-the one owner of that link grammar: the site extension (``course_site``) and the notebook checker
+citations, exactly as the roles did, and a lab section's link into a ``{ref}`` to the target ``lab_targets``
+puts above that section's heading (``(lab-2e)=``, on the site only); and ``solutions_to_dropdowns`` turns each
+solution link into a closed dropdown that holds the solution's function, included from ``solutions/`` (hidden
+until clicked). This module is the one owner of that link grammar: the site extension (``course_site``) and the notebook checker
 (``tools/notebook_markdown.py``) both import it.
 """
 
@@ -25,6 +28,10 @@ import re
 FIG_LINK = re.compile(r"\[Fig\. (\d+)\]\(#(fig-[A-Za-z0-9-]+)\)")
 CITE_LINK = re.compile(r"\[([^\[\]]+)\]\(bibliography\.md#([A-Za-z0-9_:-]+)\)")
 DOC_LINK = re.compile(r"\[([^\[\]]+)\]\(([A-Za-z0-9_]+\.(?:ipynb|md))\)")
+#: "[§2.E](02_scaling_lab.ipynb)": a section of a chapter's lab; groups: text, chapter, letter, file
+LAB_LINK = re.compile(r"\[(§(\d)\.([A-Z])(?: of the lab)?)\]\((0\2_[A-Za-z0-9_]+_lab\.ipynb)\)")
+#: "## 2.E The factor inside ..." opening a line (a JSON string of a notebook's source): a lab section's heading
+LAB_HEADING = re.compile(r'"## (\d)\.([A-Z]) ')
 SOLUTION_LINK = re.compile(r"\[Solution to exercise (\d+\.\d+): `(\w+)` in solutions/(ch\d\d\.py)\]\(https://[^)\s]+\)")
 # A textual citation ends with the year in parentheses; a parenthetical one is "Names, year".
 TEXTUAL_YEAR = re.compile(r"\((\d{4})\)$")
@@ -32,14 +39,27 @@ PARENTHETICAL_YEAR = re.compile(r", (\d{4})$")
 
 
 def to_roles(text: str) -> str:
-    """The site's reading of the plain links: figure and citation links become MyST roles."""
+    """The site's reading of the plain links: figure, citation and lab-section links become MyST roles."""
     text = FIG_LINK.sub(lambda m: f"{{numref}}`{m.group(2)}`", text)
 
     def cite(m: re.Match) -> str:
         role = "cite:t" if TEXTUAL_YEAR.search(m.group(1)) else "cite:alp"
         return f"{{{role}}}`{m.group(2)}`"
 
-    return CITE_LINK.sub(cite, text)
+    text = CITE_LINK.sub(cite, text)
+    return LAB_LINK.sub(lambda m: f"{{ref}}`{m.group(1)} <{lab_label(m.group(2), m.group(3))}>`", text)
+
+
+def lab_label(chapter: str, letter: str) -> str:
+    """The site's label of section ``chapter.letter`` of a lab: ("2", "E") → "lab-2e"."""
+    return f"lab-{chapter}{letter.lower()}"
+
+
+def lab_targets(notebook_json: str) -> str:
+    """A lab notebook's JSON text with a MyST target line before each section heading ``## N.X …``, so that
+    ``to_roles``'s ``{ref}`` lands on it. On the site only: a bare Jupyter would show the target as text."""
+    return LAB_HEADING.sub(lambda m: f'"({lab_label(*m.groups())})=\\n", "## {m.group(1)}.{m.group(2)} ',
+                           notebook_json)
 
 
 def solutions_to_dropdowns(notebook_json: str) -> str:

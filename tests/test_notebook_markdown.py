@@ -4,6 +4,8 @@ notebook (tools/notebook_markdown.py; the link grammar is _ext/notebook_links.py
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "_ext"))
 import notebook_markdown as nm  # noqa: E402
-from notebook_links import to_roles  # noqa: E402
+from notebook_links import lab_targets, to_roles  # noqa: E402
 
 
 def test_the_book_has_no_markdown_problems():
@@ -60,6 +62,10 @@ def toy_book(tmp_path):
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nparts:\n"
                                        "  - chapters:\n      - file: book/ch\n")
     shutil.copy(ROOT / "references.bib", tmp_path / "references.bib")
+    lab = nbformat.v4.new_notebook()  # a lab with sections 0.A and 0.B, outside the toc: a link target only
+    lab.cells = [nbformat.v4.new_markdown_cell("## 0.A First\n\nText."),
+                 nbformat.v4.new_markdown_cell("Text.\n\n## 0.B Second")]
+    nbformat.write(lab, tmp_path / "book" / "00_ch_lab.ipynb")
     nb = nbformat.v4.new_notebook()
     fig = nbformat.v4.new_code_cell("plot()")
     fig.metadata = {"mystnb": {"figure": {"name": "fig-a", "caption": "A line."}}}
@@ -98,6 +104,7 @@ def test_fix_writes_the_caption_cell_and_then_the_toy_book_is_clean(toy_book):
     ("[Vaswani et al., 2016](bibliography.md#vaswani2017attention)", "should read"),
     ("[Someone (2017)](bibliography.md#nokey2017)", "no BibTeX entry"),
     ("[chapter 9](09_missing.ipynb)", "missing page"),
+    ("[§0.C](00_ch_lab.ipynb)", "names no section '## 0.C' of the lab"),
 ])
 def test_the_checker_finds_each_kind_of_problem(toy_book, text, complaint):
     root, path = toy_book
@@ -105,6 +112,30 @@ def test_the_checker_finds_each_kind_of_problem(toy_book, text, complaint):
     _set_text(path, text)
     found = nm.problems(root)
     assert any(complaint in p for p in found), found
+
+
+def test_links_to_a_labs_sections_are_checked_and_land_on_the_section_on_the_site(toy_book):
+    root, path = toy_book
+    nm.fix(root)
+    _set_text(path, "Proved in [§0.A](00_ch_lab.ipynb) and [§0.B of the lab](00_ch_lab.ipynb).")
+    assert nm.problems(root) == []
+    assert to_roles("[§2.E](02_scaling_lab.ipynb), [§4.D of the lab](04_multihead_lab.ipynb)") == (
+        "{ref}`§2.E <lab-2e>`, {ref}`§4.D of the lab <lab-4d>`")
+    # a chapter's link to another chapter's lab file stays a link to the page
+    assert to_roles("[§2.E](03_qkv_roles_lab.ipynb)") == "[§2.E](03_qkv_roles_lab.ipynb)"
+    text = (root / "book" / "00_ch_lab.ipynb").read_text()
+    cells = json.loads(lab_targets(text))["cells"]  # still a notebook, a target above each section heading
+    assert ["".join(c["source"]) for c in cells] == ["(lab-0a)=\n## 0.A First\n\nText.",
+                                                       "Text.\n\n(lab-0b)=\n## 0.B Second"]
+
+
+def test_every_lab_section_the_lessons_link_gets_a_target_on_the_site():
+    for path in sorted((ROOT / "book").glob("0*_lab.ipynb")):
+        text = path.read_text()
+        targets = set(re.findall(r"\((lab-\d[a-z])\)=", lab_targets(text)))
+        headings = re.findall(r"^## (\d)\.([A-Z]) ", "\n".join(
+            "".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown"), re.M)
+        assert len(headings) >= 3 and targets == {f"lab-{n}{x.lower()}" for n, x in headings}, path.name
 
 
 def test_fix_renumbers_a_stale_figure_link(toy_book):

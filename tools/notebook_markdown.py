@@ -30,6 +30,7 @@ from notebook_links import (  # noqa: E402
     CITE_LINK,
     DOC_LINK,
     FIG_LINK,
+    LAB_LINK,
     PARENTHETICAL_YEAR,
     TEXTUAL_YEAR,
 )
@@ -143,6 +144,12 @@ def problems(root: Path = ROOT) -> list[str]:
             for m in DOC_LINK.finditer(text):
                 if not (path.parent / m.group(2)).is_file():
                     found.append(f"{where} cell {i}: link to a missing page {m.group(2)}")
+            for m in LAB_LINK.finditer(text):
+                target = path.parent / m.group(4)
+                heading = f"## {m.group(2)}.{m.group(3)} "
+                if target.is_file() and not any(c.source.startswith(heading) or f"\n{heading}" in c.source
+                                                 for c in nbformat.read(target, as_version=4).cells):
+                    found.append(f"{where} cell {i}: {m.group(0)} names no section '{heading.strip()}' of the lab")
     return found
 
 
