@@ -16,8 +16,8 @@ before the page is parsed, so Sphinx numbers the figures and sphinxcontrib-bibte
 citations, exactly as the roles did, and a lab section's link into a ``{ref}`` to the target ``lab_targets``
 puts above that section's heading (``(lab-2e)=``, on the site only); and ``solutions_to_dropdowns`` turns each
 solution link into a closed dropdown that holds the solution's function, included from ``solutions/`` (hidden
-until clicked). This module is the one owner of that link grammar: the site extension (``course_site``) and the notebook checker
-(``tools/notebook_markdown.py``) both import it.
+until clicked). This module is the one owner of that link grammar: the site extension (``course_site``) and the
+notebook checker (``tools/notebook_markdown.py``) both import it.
 """
 
 from __future__ import annotations
