@@ -4,8 +4,7 @@ Measured on the notebooks, per chapter: the lesson (``book/0N_*.ipynb``) and its
 "How we know"). A lesson keeps to its word budget, to sentences of about twenty words, answers its question in
 short within its first 300 prose words, and carries no bookkeeping (the live checks, provenance and statistics
 of a lab). Lesson and lab together keep every ``assert`` the chapter had before the split: evidence moves, it is
-never dropped. Chapters not yet split are listed in NOT_YET_SPLIT and expected to fail (strictly: a chapter that
-passes must leave the list).
+never dropped.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 ASSERTS_BEFORE = {"01": 55, "02": 73, "03": 67, "04": 81, "05": 49, "06": 54, "07": 38}
 MAX_WORDS = {"01": 3000, "02": 3000, "03": 3000, "04": 3000, "05": 3500, "06": 3500, "07": 3500}
 MAX_MEAN_SENTENCE, LONG_SENTENCE, MAX_LONG_SHARE, ANSWER_WITHIN = 22, 35, 0.10, 300
-NOT_YET_SPLIT: set[str] = set()
 #: words of a lab's machinery, not of a lesson
 BOOKKEEPING = re.compile(r"LiveCheck|fingerprint|provenance|nbval|ATEN_CPU|var(?:y|ies) by machine|\bHolm\b|"
                          r"bootstrap|p-value|\bp = 0\.", re.I)
@@ -104,9 +102,7 @@ def shortfalls(number: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("number", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="not yet split into a lesson and a lab"))
-    if n in NOT_YET_SPLIT else n for n in sorted(ASSERTS_BEFORE)])
+@pytest.mark.parametrize("number", sorted(ASSERTS_BEFORE))
 def test_each_chapter_is_a_short_lesson_and_a_lab(number):
     assert not shortfalls(number), f"chapter {number}: " + "; ".join(shortfalls(number))
 

@@ -487,7 +487,8 @@ def measured_on(record: dict) -> str:
     """
     if not isinstance(record, dict):
         raise TypeError(f"record must be a dict that read_results returned, got {describe(record)}")
-    device = record.get("provenance", {}).get("device")
+    provenance = record.get("provenance")
+    device = provenance.get("device") if isinstance(provenance, dict) else None
     if not isinstance(device, str):
         raise ValueError(f"record must hold provenance.device (a record of write_results), got keys {sorted(record)}")
     return device

@@ -96,6 +96,8 @@ CASES += [
          id="measure.measured_on-list"),
     case(measured_on, lambda: measured_on({"results": {}}), ValueError, arg="record", says="provenance.device",
          id="measure.measured_on-no-device"),
+    case(measured_on, lambda: measured_on({"provenance": "NVIDIA H200"}), ValueError, arg="record",
+         says="provenance.device", id="measure.measured_on-provenance-str"),
 ]
 
 from attention_course.measure import seed_range  # noqa: E402
