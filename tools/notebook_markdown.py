@@ -35,6 +35,7 @@ from notebook_links import (  # noqa: E402
     TEXTUAL_YEAR,
 )
 
+LAB_SECTION = re.compile(r"^## (\d)\.([A-Z]) ", re.M)  # a lab's section heading, "## 2.E ..."
 ANY_FIG_LINK = re.compile(r"\[[^\[\]]*\]\(#fig-[^)]*\)")  # any link to a figure, well-formed or not
 CAPTION_KEY = "caption_of"  # cell metadata attention_course.caption_of = the figure's name
 # MyST syntax a bare Jupyter shows as debris: roles, targets "(label)=", directive fences, "%" comments.
@@ -103,9 +104,16 @@ def _renumber(text: str, numbers: dict[str, int]) -> str:
     return FIG_LINK.sub(lambda m: f"[Fig. {numbers.get(m.group(2), m.group(1))}](#{m.group(2)})", text)
 
 
+def lab_sections(path: Path) -> set[str]:
+    """The sections a lab notebook is headed into: "## 2.E The factor inside ..." gives "2.E"."""
+    return {f"{n}.{x}" for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"
+            for n, x in LAB_SECTION.findall(c.source)}
+
+
 def problems(root: Path = ROOT) -> list[str]:
     """Everything in the notebooks' Markdown that would read wrong outside the site, or disagree with it."""
     numbers, cites = figure_numbers(root), citation_names(root)
+    sections: dict[Path, set[str]] = {}
     found = []
     for path in notebooks(root):
         nb = nbformat.read(path, as_version=4)
@@ -145,11 +153,12 @@ def problems(root: Path = ROOT) -> list[str]:
                 if not (path.parent / m.group(2)).is_file():
                     found.append(f"{where} cell {i}: link to a missing page {m.group(2)}")
             for m in LAB_LINK.finditer(text):
-                target = path.parent / m.group(4)
-                heading = f"## {m.group(2)}.{m.group(3)} "
-                if target.is_file() and not any(c.source.startswith(heading) or f"\n{heading}" in c.source
-                                                 for c in nbformat.read(target, as_version=4).cells):
-                    found.append(f"{where} cell {i}: {m.group(0)} names no section '{heading.strip()}' of the lab")
+                target, section = path.parent / m.group(4), f"{m.group(2)}.{m.group(3)}"
+                if target.is_file():
+                    if target not in sections:  # each lab read once, however many links point into it
+                        sections[target] = lab_sections(target)
+                    if section not in sections[target]:
+                        found.append(f"{where} cell {i}: {m.group(0)} names no section '## {section}' of the lab")
     return found
 
 
