@@ -1,0 +1,108 @@
+"""diagrams.py: each diagram says what its chapter needs it to say (its labels are ax.texts), draws on given axes,
+stays on its canvas, and refuses bad arguments by name."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from attention_course import diagrams  # noqa: E402
+
+DIAGRAMS = [diagrams.softmax_shapes, diagrams.factor_product, diagrams.stacked_heads, diagrams.multihead_split, diagrams.encoder_decoder, diagrams.kv_cache_step,
+            diagrams.gpt_block]
+
+
+def _texts(ax) -> str:
+    return "\n".join(t.get_text() for t in ax.texts)
+
+
+@pytest.mark.parametrize("draw", DIAGRAMS, ids=lambda f: f.__name__)
+def test_each_diagram_draws_on_given_axes_and_fits_its_own_figure(draw):
+    fig, (other, ax) = plt.subplots(1, 2)
+    assert draw(ax) is ax and not other.texts and not other.patches
+    assert not ax.axison and ax.texts and ax.patches
+    plt.close(fig)
+    ax = draw()  # at the size it chooses, every label inside the drawing's frame
+    ax.figure.canvas.draw()
+    canvas = ax.get_window_extent()
+    for text in ax.texts:
+        box = text.get_window_extent()
+        assert box.x0 >= canvas.x0 - 2 and box.x1 <= canvas.x1 + 2, text.get_text()
+        assert box.y0 >= canvas.y0 - 2 and box.y1 <= canvas.y1 + 2, text.get_text()
+    plt.close(ax.figure)
+
+
+def test_softmax_shapes_takes_the_softmax_over_each_row_and_shows_the_wrong_axis():
+    ax = diagrams.softmax_shapes()
+    texts = _texts(ax)
+    assert "over each row" in texts and "rows\nsum to 1" in texts and "wrong: down the columns" in texts
+    assert "$n_q \\times n_k$" in texts and "$n_k \\times d_v$" in texts
+    plt.close(ax.figure)
+
+
+def test_factor_product_is_two_thin_factors_and_a_square_of_rank_at_most_d_k():
+    ax = diagrams.factor_product()
+    texts = _texts(ax)
+    assert "$W_i^Q$" in texts and "${W_i^K}^\\top$" in texts and "rank $\\leq d_k$" in texts
+    (wq, wkt, product) = (p.get_bbox() for p in ax.patches)
+    assert wq.height == pytest.approx(wkt.width) == product.width == product.height  # d_model
+    assert wq.width == pytest.approx(wkt.height) and wq.width < wq.height  # d_k, thinner
+    plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("heads", [2, 5])
+def test_stacked_heads_is_one_block_of_columns_per_head(heads):
+    ax = diagrams.stacked_heads(heads=heads)
+    assert len(ax.patches) == heads and f"$h$ = {heads}" in _texts(ax)
+    assert [t.get_text() for t in ax.texts].count("$d_k$") == heads
+    plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("heads", [2, 4, 6])
+def test_multihead_split_draws_one_box_per_head_and_w_o(heads):
+    ax = diagrams.multihead_split(heads=heads)
+    texts = _texts(ax)
+    assert [f"head {i}:" in texts for i in range(1, 8)] == [i <= heads for i in range(1, 8)]
+    assert "$\\times W^O$" in texts and "concatenate" in texts and f"$h = {heads}$" in texts
+    plt.close(ax.figure)
+
+
+def test_encoder_decoder_wires_cross_attention_queries_from_the_decoder():
+    ax = diagrams.encoder_decoder()
+    texts = _texts(ax)
+    assert "queries from the decoder" in texts and "keys and values\nfrom the encoder" in texts
+    assert "$Q = xW^Q$,  $K = MW^K$,  $V = MW^V$" in texts
+    plt.close(ax.figure)
+
+
+def test_kv_cache_step_appends_one_row_and_reads_the_rest():
+    ax = diagrams.kv_cache_step(step=6)
+    texts = _texts(ax)
+    assert "cached: positions 1 to 5" in texts and "against all 6 keys" in texts and "appended" in texts
+    cells = [p for p in ax.patches if isinstance(p, matplotlib.patches.Rectangle)
+             and not isinstance(p, matplotlib.patches.FancyBboxPatch)]
+    assert len(cells) == 12  # 6 keys and 6 values
+    assert sum(p.get_facecolor() == matplotlib.colors.to_rgba(diagrams.FILL["new"]) for p in cells) == 2
+    plt.close(ax.figure)
+
+
+def test_gpt_block_is_pre_layer_norm_on_a_residual_stream():
+    ax = diagrams.gpt_block()
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("LayerNorm") == 2 and texts.count("+") == 2
+    assert any("causal self-attention" in t for t in texts) and any("tied" in t for t in texts)
+    plt.close(ax.figure)
+
+
+@pytest.mark.parametrize(("call", "error"), [
+    (lambda: diagrams.multihead_split(heads=1), ValueError),
+    (lambda: diagrams.multihead_split(heads=2.5), TypeError),
+    (lambda: diagrams.stacked_heads(heads=7), ValueError),
+    (lambda: diagrams.kv_cache_step(step=11), ValueError),
+    (lambda: diagrams.gpt_block(ax="axes"), TypeError),
+])
+def test_bad_arguments_are_named(call, error):
+    with pytest.raises(error, match="heads|step|ax"):
+        call()
+    plt.close("all")
