@@ -106,3 +106,20 @@ def test_bad_arguments_are_named(call, error):
     with pytest.raises(error, match="heads|step|ax"):
         call()
     plt.close("all")
+
+
+def test_every_diagram_in_the_book_has_alt_text():
+    """A diagram is a picture of an idea: a reader who cannot see it gets its description (mystnb image.alt, which
+    the site writes into the img tag)."""
+    import json
+    from pathlib import Path
+
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "book").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "code" and ("diagrams." in source or "qkv_schematic(" in source):
+                alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
+                found.append((path.name, len(alt.split())))
+    assert len(found) >= 7, found
+    assert all(words >= 15 for _, words in found), found
