@@ -59,10 +59,11 @@ site-check: install
 	$(BIN)/python tools/check_site.py _build/html
 
 # The reader's experience over the built site: Chromium on every page, JupyterLab, a bare (Colab-like) kernel.
-# Test by test over the workers (--dist load): grouped by file, the browser tests of test_site.py ran 8.5 min on
-# one worker while the other idled after 4; every fixture here is per worker and cheap (the site is built once).
+# By scope over the workers (--dist loadscope): each test file's functions on one worker, and test_site.py's class
+# TestEveryPage, whose three tests judge one load of every page per width (page_reports), on one worker too.
+# (Grouped by file, test_site.py's browser tests ran 8.5 min on one worker while the other idled after 4.)
 reader: install
-	$(BIN)/python -m pytest tests/reader -m reader -rs -n $(WORKERS) --dist load
+	$(BIN)/python -m pytest tests/reader -m reader -rs -n $(WORKERS) --dist loadscope
 
 # In this order: the site is built after nbval has checked the outputs it renders. (Running the unit tests
 # beside nbval was measured slower on two cores: their multi-threaded PyTorch calls wait on the busy core.)

@@ -1,11 +1,13 @@
 """The website, checked in a real browser (Debian's Chromium driven by Playwright) over the built site.
 
-For every page: all math typeset by the offline MathJax (no raw TeX left, no MathJax errors), every image
-loaded, no console errors, no request leaving the machine, nothing wider than the screen; a screenshot at desktop
-and at phone width. Then:
-search finds "softmax", the prev/next links walk the book in `_toc.yml` order, the bibliography renders, each
-chapter opens with its question (the setup cell collapsed), and in dark mode no text is invisible and every figure
-keeps its own opaque background.
+Every page is loaded twice, once at desktop width in dark mode and once at phone width in light mode, and each
+load checks: all math typeset by the offline MathJax (no raw TeX left, no MathJax errors), every image loaded,
+no console errors, no request leaving the machine, nothing wider than the screen; a screenshot of the first
+screen. The desktop load of a page in `_toc.yml` also checks that in dark mode no text is invisible and every
+figure keeps its own opaque background, and that of a chapter that it opens with its question (the setup cell
+collapsed) and its solutions hidden. Those three checks share the loads (`page_reports`, computed once by the
+worker that runs the class TestEveryPage) and report as three tests. Then: search finds "softmax", the prev/next links
+walk the book in `_toc.yml` order, the bibliography renders.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ def _all_pages(site: Path) -> list[str]:
     )
 
 
-def _visit(browser, url: str, viewport: dict) -> tuple[object, object, list[str], list[str]]:
-    context = browser.new_context(viewport=viewport)
+def _visit(browser, url: str, viewport: dict, scheme: str = "light") -> tuple[object, object, list[str], list[str]]:
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)
     attempted: list[str] = []
     guard_network(context, attempted)
     page = context.new_page()
@@ -68,57 +70,102 @@ def _wait_for_math(page) -> None:
         page.evaluate("() => MathJax.startup.promise")
 
 
-def test_every_page_renders_offline(browser, site, site_url):
+_RENDER_REPORT = """() => {
+  const article = document.querySelector('article') || document.body;
+  const clone = article.cloneNode(true);
+  clone.querySelectorAll('pre, code, .highlight, .cell_input, mjx-container, script').forEach(e => e.remove());
+  return {
+    math: document.querySelectorAll('.math').length,
+    typeset: document.querySelectorAll('mjx-container').length,
+    merror: document.querySelectorAll('mjx-merror, .MathJax_Error').length,
+    text: clone.innerText,
+    overflow: document.documentElement.scrollWidth - window.innerWidth,
+    images: Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, i.naturalWidth]),
+  };
+}"""
+
+
+def _render_problems(report: dict, where: str) -> list[str]:
+    problems = []
+    if report["math"] and report["typeset"] < report["math"]:
+        problems.append(f"{where}: {report['typeset']} of {report['math']} math elements typeset")
+    if report["overflow"] > 1:
+        problems.append(f"{where}: the page is {report['overflow']} px wider than the screen")
+    if report["merror"]:
+        problems.append(f"{where}: {report['merror']} MathJax error nodes")
+    raw = RAW_TEX.findall(report["text"])
+    if raw:
+        problems.append(f"{where}: raw TeX left in the text: {sorted(set(raw))}")
+    markup = sorted({m.group(0) for m in RAW_MARKUP.finditer(report["text"])})
+    if markup:
+        problems.append(f"{where}: unresolved markup in the text: {markup}")
+    for src, complete, width in report["images"]:
+        if not complete or width == 0:
+            problems.append(f"{where}: image not loaded: {src}")
+    return problems
+
+
+def _dark_problems(report: dict, rel: str) -> list[str]:
+    problems = []
+    if report["theme"] != "dark":
+        problems.append(f"{rel}: the theme is {report['theme']!r} for a reader in dark mode")
+    if report["checked"] < 10:
+        problems.append(f"{rel}: only {report['checked']} text elements found to check")
+    problems += [f"{rel}: low-contrast text {t}" for t in report["low"]]
+    problems += [f"{rel}: figure with a transparent background {src}" for src, a in report["images"] if a < 255]
+    return problems
+
+
+@pytest.fixture(scope="session")
+def page_reports(browser, site, site_url) -> dict[str, list[str]]:
+    """Load every page of the site at each width once and gather what three tests judge: "render" (every page,
+    both widths), "dark" (the `_toc.yml` pages at desktop width, dark mode) and "chapters" (each chapter's
+    opening and its solutions, at desktop width). A reader in dark mode gets the dark theme (default_mode: auto),
+    so the desktop loads ask for it; light mode is what the phone loads see."""
     pages = _all_pages(site)
     assert len(pages) >= len(_toc_pages()), pages
+    toc = {f"{p}.html" for p in _toc_pages()}
+    chapters = {f"{p}.html" for p in _chapters()}
+    assert toc <= set(pages) and chapters <= toc, (toc - set(pages), chapters - toc)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    problems: list[str] = []
+    problems: dict[str, list[str]] = {"render": [], "dark": [], "chapters": []}
     for rel in pages:
         for name, viewport in VIEWPORTS.items():
-            context, page, errors, attempted = _visit(browser, f"{site_url}/{rel}", viewport)
+            scheme = "dark" if name == "desktop" else "light"
+            context, page, errors, attempted = _visit(browser, f"{site_url}/{rel}", viewport, scheme)
             _wait_for_math(page)
-            report = page.evaluate(
-                """() => {
-                  const article = document.querySelector('article') || document.body;
-                  const clone = article.cloneNode(true);
-                  clone.querySelectorAll('pre, code, .highlight, .cell_input, mjx-container, script')
-                       .forEach(e => e.remove());
-                  return {
-                    math: document.querySelectorAll('.math').length,
-                    typeset: document.querySelectorAll('mjx-container').length,
-                    merror: document.querySelectorAll('mjx-merror, .MathJax_Error').length,
-                    text: clone.innerText,
-                    overflow: document.documentElement.scrollWidth - window.innerWidth,
-                    images: Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete,
-                                                                  i.naturalWidth]),
-                  };
-                }"""
-            )
+            where = f"{rel} ({name}, {scheme})"
+            problems["render"] += _render_problems(page.evaluate(_RENDER_REPORT), where)
+            # the first screen, for a person to look at (the checks cover the whole page)
             shot = SCREENSHOTS / f"{rel.replace('/', '__').removesuffix('.html')}-{name}.png"
-            # the whole page at desktop width, for a person to look at; at phone width the first screen (a
-            # chapter's full-page phone shot is ~40 screens tall and cost half of this test's time; the checks
-            # above cover the whole page at both widths)
-            page.screenshot(path=str(shot), full_page=name == "desktop")
+            page.screenshot(path=str(shot))
+            if name == "desktop" and rel in toc:
+                problems["dark"] += _dark_problems(page.evaluate(_CONTRAST), rel)
+            if name == "desktop" and rel in chapters:  # last: it clicks, opening what it checks
+                problems["chapters"] += _chapter_problems(page, rel.removesuffix(".html"))
+            problems["render"] += [f"{where}: console error: {e}" for e in errors]
+            problems["render"] += [f"{where}: request leaving the machine (aborted): {u}" for u in attempted]
             context.close()
-            where = f"{rel} ({name})"
-            if report["math"] and report["typeset"] < report["math"]:
-                problems.append(f"{where}: {report['typeset']} of {report['math']} math elements typeset")
-            if report["overflow"] > 1:
-                problems.append(f"{where}: the page is {report['overflow']} px wider than the screen")
-            if report["merror"]:
-                problems.append(f"{where}: {report['merror']} MathJax error nodes")
-            raw = RAW_TEX.findall(report["text"])
-            if raw:
-                problems.append(f"{where}: raw TeX left in the text: {sorted(set(raw))}")
-            markup = sorted({m.group(0) for m in RAW_MARKUP.finditer(report["text"])})
-            if markup:
-                problems.append(f"{where}: unresolved markup in the text: {markup}")
-            for src, complete, width in report["images"]:
-                if not complete or width == 0:
-                    problems.append(f"{where}: image not loaded: {src}")
-            problems += [f"{where}: console error: {e}" for e in errors]
-            problems += [f"{where}: request leaving the machine (aborted): {u}" for u in attempted]
-    assert not problems, "\n".join(problems)
+    return problems
+
+
+class TestEveryPage:
+    """The three judgements of every page's loads (page_reports). A class, so that `make reader`'s --dist loadscope
+    sends the three to one worker and the pages load once (pytest-xdist's xdist_group marks did not group tests
+    under pytest 9: each worker loaded every page)."""
+
+    def test_every_page_renders_offline(self, page_reports):
+        assert not page_reports["render"], "\n".join(page_reports["render"])
+
+    def test_dark_mode_keeps_text_and_figures_readable(self, page_reports):
+        """Every piece of text keeps a contrast of at least 3 against what is behind it, and every figure an
+        opaque background of its own (a transparent PNG would draw black axes on the dark page)."""
+        assert not page_reports["dark"], "\n".join(page_reports["dark"])
+
+    def test_chapters_open_with_their_question_and_the_setup_cell_collapsed(self, page_reports):
+        """The setup cell (a guarded pip install) is tagged hide-input: collapsed under a toggle a reader can
+        open. And every exercise's solution is hidden, one click away (_solutions_hidden)."""
+        assert not page_reports["chapters"], "\n".join(page_reports["chapters"])
 
 
 def test_search_finds_softmax(browser, site_url):
@@ -148,8 +195,8 @@ def test_prev_next_walk_the_toc(browser, site_url):
 
     walked, back = [here()], [previous()]
     while (nxt := page.query_selector("a.right-next")) is not None:
-        nxt.click()
-        page.wait_for_load_state("load")
+        with page.expect_navigation(wait_until="domcontentloaded"):  # the links are in the HTML: no need to
+            nxt.click()  # wait for the page's math and images, which the every-page test checks
         walked.append(here())
         back.append(previous())
         assert len(walked) <= len(expected) + 1, walked
@@ -212,29 +259,24 @@ def _solutions_hidden(page, rel: str) -> list[str]:
     return problems
 
 
-def test_chapters_open_with_their_question_and_the_setup_cell_collapsed(browser, site_url):
-    """The setup cell (a guarded pip install) is tagged hide-input: collapsed under a toggle a reader can open.
-    And every exercise's solution is hidden, one click away (_solutions_hidden)."""
-    problems = []
-    for rel in _chapters():
-        context, page, errors, _ = _visit(browser, f"{site_url}/{rel}.html", VIEWPORTS["desktop"])
-        problems += _solutions_hidden(page, rel)
-        setup = page.locator(".cell", has_text="ATTENTION_COURSE_SOURCE").first
-        source = setup.locator(".cell_input pre").first
-        if source.is_visible():
-            problems.append(f"{rel}: the setup cell's code shows before the reader asks for it")
-        title_y = page.locator("article h1").first.bounding_box()["y"]
-        question_y = page.locator("article h1 ~ p").first.bounding_box()["y"]
-        setup_y = setup.bounding_box()["y"]
-        if not title_y < question_y < setup_y:
-            problems.append(f"{rel}: the page does not open with its title and question (y: {title_y}, "
-                            f"{question_y}, setup {setup_y})")
-        setup.locator("summary").first.click()  # the reader opens it
-        if not source.is_visible():
-            problems.append(f"{rel}: the setup cell does not open when its toggle is clicked")
-        problems += [f"{rel}: console error: {e}" for e in errors]
-        context.close()
-    assert not problems, "\n".join(problems)
+def _chapter_problems(page, rel: str) -> list[str]:
+    """A chapter opens with its title and question before the setup cell, which is collapsed and opens when
+    clicked; its solutions are hidden (_solutions_hidden)."""
+    problems = _solutions_hidden(page, rel)
+    setup = page.locator(".cell", has_text="ATTENTION_COURSE_SOURCE").first
+    source = setup.locator(".cell_input pre").first
+    if source.is_visible():
+        problems.append(f"{rel}: the setup cell's code shows before the reader asks for it")
+    title_y = page.locator("article h1").first.bounding_box()["y"]
+    question_y = page.locator("article h1 ~ p").first.bounding_box()["y"]
+    setup_y = setup.bounding_box()["y"]
+    if not title_y < question_y < setup_y:
+        problems.append(f"{rel}: the page does not open with its title and question (y: {title_y}, "
+                        f"{question_y}, setup {setup_y})")
+    setup.locator("summary").first.click()  # the reader opens it
+    if not source.is_visible():
+        problems.append(f"{rel}: the setup cell does not open when its toggle is clicked")
+    return problems
 
 
 # Per element with its own text: its colour, the first opaque background behind it, and WCAG's contrast ratio.
@@ -273,30 +315,3 @@ _CONTRAST = """() => {
   });
   return {theme: document.documentElement.dataset.theme, checked, low, images};
 }"""
-
-
-def test_dark_mode_keeps_text_and_figures_readable(browser, site_url):
-    """A reader whose system is in dark mode gets the dark theme (default_mode: auto): every piece of text keeps a
-    contrast of at least 3 against what is behind it, and every figure an opaque background of its own (a
-    transparent PNG would draw black axes on the dark page)."""
-    problems = []
-    for rel in _toc_pages():
-        context = browser.new_context(viewport=VIEWPORTS["desktop"], color_scheme="dark")
-        attempted: list[str] = []
-        guard_network(context, attempted)
-        page = context.new_page()
-        page.goto(f"{site_url}/{rel}.html", wait_until="load")
-        _wait_for_math(page)
-        report = page.evaluate(_CONTRAST)
-        if rel == "book/01_soft_lookup":
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "dark-mode-chapter1.png"))
-        context.close()
-        if report["theme"] != "dark":
-            problems.append(f"{rel}: the theme is {report['theme']!r} for a reader in dark mode")
-        if report["checked"] < 10:
-            problems.append(f"{rel}: only {report['checked']} text elements found to check")
-        problems += [f"{rel}: low-contrast text {t}" for t in report["low"]]
-        problems += [f"{rel}: figure with a transparent background {src}" for src, a in report["images"] if a < 255]
-        problems += [f"{rel}: request leaving the machine: {u}" for u in attempted]
-    assert not problems, "\n".join(problems)
