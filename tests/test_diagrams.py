@@ -36,7 +36,7 @@ def test_each_diagram_draws_on_given_axes_and_fits_its_own_figure(draw):
 def test_softmax_shapes_takes_the_softmax_over_each_row_and_shows_the_wrong_axis():
     ax = diagrams.softmax_shapes()
     texts = _texts(ax)
-    assert "over each row" in texts and "rows\nsum to 1" in texts and "wrong: down the columns" in texts
+    assert "softmax over\neach row" in texts and "rows\nsum to 1" in texts and "wrong: down the columns" in texts
     assert "$n_q \\times n_k$" in texts and "$n_k \\times d_v$" in texts
     plt.close(ax.figure)
 
@@ -71,15 +71,16 @@ def test_multihead_split_draws_one_box_per_head_and_w_o(heads):
 def test_encoder_decoder_wires_cross_attention_queries_from_the_decoder():
     ax = diagrams.encoder_decoder()
     texts = _texts(ax)
-    assert "queries from the decoder" in texts and "keys and values\nfrom the encoder" in texts
+    assert "queries from the decoder" in texts and "values from\nthe encoder" in texts
     assert "$Q = xW^Q$,  $K = MW^K$,  $V = MW^V$" in texts
     plt.close(ax.figure)
 
 
 def test_kv_cache_step_appends_one_row_and_reads_the_rest():
-    ax = diagrams.kv_cache_step(step=6)
+    ax = diagrams.kv_cache_step(cached=5)
     texts = _texts(ax)
-    assert "cached: positions 1 to 5" in texts and "against all 6 keys" in texts and "appended" in texts
+    assert "cached rows: positions 0 to 4" in texts and "all 6 keys" in texts and "appended" in texts
+    assert "new token $x_{5}$" in texts and "$q_{5}$" in texts
     cells = [p for p in ax.patches if isinstance(p, matplotlib.patches.Rectangle)
              and not isinstance(p, matplotlib.patches.FancyBboxPatch)]
     assert len(cells) == 12  # 6 keys and 6 values
@@ -99,11 +100,11 @@ def test_gpt_block_is_pre_layer_norm_on_a_residual_stream():
     (lambda: diagrams.multihead_split(heads=1), ValueError),
     (lambda: diagrams.multihead_split(heads=2.5), TypeError),
     (lambda: diagrams.stacked_heads(heads=7), ValueError),
-    (lambda: diagrams.kv_cache_step(step=11), ValueError),
+    (lambda: diagrams.kv_cache_step(cached=10), ValueError),
     (lambda: diagrams.gpt_block(ax="axes"), TypeError),
 ])
 def test_bad_arguments_are_named(call, error):
-    with pytest.raises(error, match="heads|step|ax"):
+    with pytest.raises(error, match="heads|cached|ax"):
         call()
     plt.close("all")
 

@@ -80,34 +80,36 @@ def softmax_shapes(ax: plt.Axes | None = None) -> plt.Axes:
     r"""The shapes of :math:`\mathrm{softmax}(QK^\top/\sqrt{d_k})\,V` for 3 queries and 4 keys, the softmax taken
     over each row (over the keys), and beside it the wrong axis (chapter 1).
 
-    Row :math:`i` of the weights is query :math:`i`'s distribution over the keys; it multiplies :math:`V` to give
-    row :math:`i` of the output, the per-query weighted sum. A softmax down the columns would share each key
-    among the queries instead, and a query's weights would no longer sum to 1.
+    Row :math:`a` of the weights is query :math:`a`'s distribution over the keys; it multiplies :math:`V` to give
+    row :math:`a` of the output, the per-query weighted sum :math:`\sum_i A_{ai} v_i` (chapter 1's indices). A
+    softmax down the columns would share each key among the queries instead, and a query's weights would no
+    longer sum to 1.
     """
-    sk = Sketch(ax, 14.4, 4.0, (12, 3.4))
+    sk = Sketch(ax, 14.9, 4.1, (12.5, 3.4))
+    mid = 2.75  # operators at the matrices' mid-height
     sk.matrix(0.2, 3.2, 3, 2, "$Q$", fill=PALETTE[0] + "40", shape="$n_q \\times d_k$")
-    sk.text(1.05, 2.25, "×", size=13)
-    sk.matrix(1.3, 3.35, 2, 4, "$K^\\top$", fill=PALETTE[1] + "40", shape="$d_k \\times n_k$")
-    sk.text(2.75, 2.25, "=", size=13)
+    sk.text(1.05, mid, "×", size=13)
+    sk.matrix(1.3, 3.05, 2, 4, "$K^\\top$", fill=PALETTE[1] + "40", shape="$d_k \\times n_k$")
+    sk.text(2.75, mid, "=", size=13)
     s = sk.matrix(3.0, 3.2, 3, 4, "scores $S$", shape="$n_q \\times n_k$")
-    sk.arrow((s[2] + 0.1, 2.25), (5.1, 2.25), "softmax\nover each row", at=(4.65, 3.05), ha="center")
-    w = sk.matrix(5.2, 3.2, 3, 4, "weights $A$", fill=PALETTE[2] + "30", shape="$n_q \\times n_k$")
+    sk.arrow((s[2] + 0.1, mid), (5.6, mid), "softmax over\neach row", at=(4.95, 3.4), ha="center")
+    w = sk.matrix(5.7, 3.2, 3, 4, "weights $A$", fill=PALETTE[2] + "30", shape="$n_q \\times n_k$")
     for r in range(3):  # each row sums to 1
         sk.ax.annotate("", xy=(w[2] - 0.02, 3.2 - 0.15 - 0.3 * r), xytext=(w[0] + 0.02, 3.2 - 0.15 - 0.3 * r),
                        arrowprops={"arrowstyle": "->", "color": PALETTE[2], "lw": 1.2})
-    sk.text(w[2] + 0.55, 2.75, "rows\nsum to 1", size=8, color=PALETTE[2])
-    sk.text(7.1, 2.25, "×", size=13)
-    sk.matrix(7.4, 3.35, 4, 2, "$V$", fill=PALETTE[4] + "40", shape="$n_k \\times d_v$")
-    sk.text(8.35, 2.25, "=", size=13)
-    sk.matrix(8.65, 3.2, 3, 2, "output", fill=PALETTE[4] + "25",
-              shape="$n_q \\times d_v$:\nrow $i$ = $\\sum_j a_{ij} v_j$")
+    sk.text(w[2] + 0.5, mid, "rows\nsum to 1", size=8, color=PALETTE[2])
+    sk.text(8.0, mid, "×", size=13)
+    sk.matrix(8.3, 3.35, 4, 2, "$V$", fill=PALETTE[4] + "40", shape="$n_k \\times d_v$")
+    sk.text(9.2, mid, "=", size=13)
+    sk.matrix(9.5, 3.2, 3, 2, "output", fill=PALETTE[4] + "25",
+              shape="$n_q \\times d_v$:\nrow $a$ = $\\sum_i A_{ai} v_i$")
     # the wrong axis
-    sk.box(10.3, 0.35, 3.95, 3.45, dashed=True, edge=PALETTE[3])
-    wrong = sk.matrix(11.67, 3.2, 3, 4, "wrong: down the columns", fill="0.93")
+    sk.box(11.1, 0.75, 3.6, 3.05, dashed=True, edge=PALETTE[3])
+    wrong = sk.matrix(12.3, 3.2, 3, 4, "wrong: down the columns", fill="0.93")
     for c in range(4):
-        sk.ax.annotate("", xy=(11.82 + 0.3 * c, wrong[1] + 0.02), xytext=(11.82 + 0.3 * c, 3.18),
+        sk.ax.annotate("", xy=(12.45 + 0.3 * c, wrong[1] + 0.02), xytext=(12.45 + 0.3 * c, 3.18),
                        arrowprops={"arrowstyle": "->", "color": PALETTE[3], "lw": 1.2})
-    sk.text(12.27, 1.3, "each key's weights sum to 1\nover the queries; a query's\nweights no longer sum to 1",
+    sk.text(12.9, 1.55, "each key's weights sum to 1\nover the queries; a query's\nweights no longer sum to 1",
             size=8, color=PALETTE[3])
     return sk.ax
 
@@ -115,17 +117,19 @@ def softmax_shapes(ax: plt.Axes | None = None) -> plt.Axes:
 def factor_product(ax: plt.Axes | None = None) -> plt.Axes:
     r"""One head's two thin factors, :math:`W_i^Q` (:math:`d_\mathrm{model}\times d_k`) and :math:`{W_i^K}^\top`
     (:math:`d_k\times d_\mathrm{model}`), and their square product :math:`W_{QK,i}` of rank at most :math:`d_k`
-    (chapter 4), drawn to scale for :math:`d_k = d_\mathrm{model}/5`."""
-    sk = Sketch(ax, 11.8, 6.3, (5.2, 2.9))
-    shapes = [(0.8, 0.0, 0.8, 4.0, "$W_i^Q$", "$d_\\mathrm{model}\\times d_k$"),
-              (2.4, 3.2, 4.0, 0.8, "${W_i^K}^\\top$", "$d_k\\times d_\\mathrm{model}$"),
-              (7.4, 0.0, 4.0, 4.0, "$W_{QK,i}$", "$d_\\mathrm{model}\\times d_\\mathrm{model}$\nrank $\\leq d_k$")]
-    for k, (x0, y0, w, h, name, shape) in enumerate(shapes):
-        sk.ax.add_patch(mpl.patches.Rectangle((x0, y0 + 1.9), w, h, facecolor=PALETTE[k], alpha=0.35))
-        sk.text(x0 + w / 2, y0 + 1.9 + h / 2, name, size=13)
+    (chapter 4), drawn to scale for :math:`d_k = d_\mathrm{model}/5`, in greys (colour is left to the heads)."""
+    sk = Sketch(ax, 12.3, 6.3, (5.2, 2.9))
+    shapes = [(1.3, 0.0, 0.8, 4.0, "0.72", "$d_\\mathrm{model}\\times d_k$"),
+              (2.9, 3.2, 4.0, 0.8, "0.72", "$d_k\\times d_\\mathrm{model}$"),
+              (7.9, 0.0, 4.0, 4.0, "0.88", "$d_\\mathrm{model}\\times d_\\mathrm{model}$\nrank $\\leq d_k$")]
+    for x0, y0, w, h, fill, shape in shapes:
+        sk.ax.add_patch(mpl.patches.Rectangle((x0, y0 + 1.9), w, h, facecolor=fill, edgecolor="0.4", lw=0.8))
         sk.text(x0 + w / 2, y0 + 1.65, shape, size=9, va="top")
-    sk.text(2.0, 3.9, "×", size=16)
-    sk.text(6.9, 3.9, "=", size=16)
+    sk.text(0.65, 3.9, "$W_i^Q$", size=13)  # beside its thin bar
+    sk.text(4.9, 5.5, "${W_i^K}^\\top$", size=13)
+    sk.text(9.9, 3.9, "$W_{QK,i}$", size=13)
+    sk.text(2.5, 3.9, "×", size=16)
+    sk.text(7.4, 3.9, "=", size=16)
     return sk.ax
 
 
@@ -150,26 +154,28 @@ def stacked_heads(ax: plt.Axes | None = None, heads: int = 4) -> plt.Axes:
 
 def multihead_split(ax: plt.Axes | None = None, heads: int = 4) -> plt.Axes:
     r"""Multi-head attention as one projection split into ``heads`` column blocks, attention in each, the outputs
-    concatenated and mixed by :math:`W^O` (chapter 4).
+    concatenated and mixed by :math:`W^O` (chapter 4). Block :math:`i` of :math:`Q = XW^Q` is :math:`XW_i^Q`.
 
     Args:
         ax: axes to draw on (a new figure when None). heads: how many heads to draw, 2 to 6.
     """
     heads = check_int("heads", heads, low=2, high=6)
-    colors = [PALETTE[i] + "55" for i in (0, 1, 2, 4, 5, 6)][:heads]
+    solid = [PALETTE[i] for i in (0, 1, 2, 4, 5, 6)][:heads]
+    colors = [c + "55" for c in solid]
     sk = Sketch(ax, 14.0, 5.0, (12.5, 4.4))
     sk.matrix(0.2, 3.6, 4, 4, "$X$", shape="$n \\times d_\\mathrm{model}$")
     sk.arrow((1.5, 3.0), (2.4, 3.0), "$\\times W^Q$\n(and $W^K$, $W^V$)", at=(1.95, 4.05), ha="center")
     q = sk.matrix(2.5, 3.6, 4, heads, "$Q = XW^Q$", fill=colors,
                   shape=f"split into $h = {heads}$ blocks\nof $d_k$ columns")
+    cat = sk.matrix(9.0, 3.6, 4, heads, "concatenate", fill=colors, shape="$n \\times h\\,d_v$")
     top = 4.7
     for i in range(heads):
         y = top - i * 1.05
-        sk.arrow((q[2] + 0.05, 3.0), (5.2, y - 0.35), color="0.55")
+        column = 0.3 * i + 0.15  # block i's centre, from the matrix's left edge
+        sk.arrow((q[0] + column, 3.0), (5.2, y - 0.35), color=solid[i])
         formula = f"softmax$(Q_{i + 1}K_{i + 1}^\\top/\\sqrt{{d_k}})\\,V_{i + 1}$"
         sk.box(5.25, y - 0.7, 2.9, 0.7, f"head {i + 1}: {formula}", fill=colors[i], size=7.5)
-        sk.arrow((8.2, y - 0.35), (8.95, 3.0), color="0.55")
-    cat = sk.matrix(9.0, 3.6, 4, heads, "concatenate", fill=colors, shape="$n \\times h\\,d_v$")
+        sk.arrow((8.2, y - 0.35), (cat[0] + column, 3.0), color=solid[i])
     out = cat[2] + 1.2
     sk.arrow((cat[2] + 0.1, 3.0), (out - 0.1, 3.0), "$\\times W^O$", at=(cat[2] + 0.6, 3.35), ha="center")
     sk.matrix(out, 3.6, 4, 4, "output", shape="$n \\times d_\\mathrm{model}$:\n$W^O$ mixes the heads")
@@ -202,43 +208,46 @@ def encoder_decoder(ax: plt.Axes | None = None) -> plt.Axes:
         sk.arrow((x, y0), (x, y1))
     sk.arrow((7.6, 3.6), (7.6, 4.4), "queries from the decoder\n(its stream $x$)", color=PALETTE[0],
              at=(7.75, 3.95))
-    sk.arrow((3.6, 7.85), (5.8, 5.3), "keys and values\nfrom the encoder\n(once per source)", color=PALETTE[1],
-             at=(3.75, 5.75))
+    sk.arrow((3.6, 7.85), (5.8, 5.3), "", color=PALETTE[3])
+    sk.text(4.1, 5.1, "keys and\nvalues from\nthe encoder\n(once per\nsource)", size=8.5, color=PALETTE[3],
+            ha="left")
     return sk.ax
 
 
-def kv_cache_step(ax: plt.Axes | None = None, step: int = 6) -> plt.Axes:
-    r"""One decoding step with a key–value cache (chapter 6): the new token's query meets the ``step − 1`` cached
-    keys and its own; only its key and value are computed, then appended, and the earlier rows are read, never
+def kv_cache_step(ax: plt.Axes | None = None, cached: int = 5) -> plt.Axes:
+    r"""One decoding step with a key–value cache (chapter 6): positions count from 0, ``cached`` tokens are in the
+    cache, and the new token at position ``cached`` is decoded. Only its query, key and value are computed; its key
+    and value are appended as the last rows of :math:`K` and :math:`V`, whose earlier rows are read, never
     recomputed.
 
     Args:
-        ax: axes to draw on (a new figure when None). step: the position being decoded, 2 to 10.
+        ax: axes to draw on (a new figure when None). cached: tokens already cached, 1 to 9.
     """
-    step = check_int("step", step, low=2, high=10)
-    sk = Sketch(ax, 15.0, 5.4, (12, 4.3))
-    cell = 0.36
-    sk.box(0.2, 2.3, 1.9, 0.7, f"new token $x_{{{step}}}$", fill=FILL["new"])
-    sk.arrow((2.45, 2.65), (3.3, 3.85), "$\\times W^K, W^V$", at=(2.4, 3.55), ha="left")
-    sk.arrow((2.45, 2.65), (3.3, 1.05), "$\\times W^Q$", at=(2.55, 1.55), ha="left")
-    for name, y in (("keys $K$", 4.85), ("values $V$", 3.35)):
-        fills = [FILL["cache"]] * (step - 1) + [FILL["new"]]
-        for j in range(step):
-            sk.ax.add_patch(mpl.patches.Rectangle((3.4 + j * cell, y - 0.75), cell, 0.75, facecolor=fills[j],
+    cached = check_int("cached", cached, low=1, high=9)
+    t = cached  # the new token's position
+    sk = Sketch(ax, 11.6, 5.9, (10, 5.0))
+    row = 0.3
+    top = 5.0
+    bottom = top - (t + 1) * row
+    for name, x in (("keys $K$", 3.9), ("values $V$", 5.9)):
+        for j in range(t + 1):
+            fill = FILL["new"] if j == t else FILL["cache"]
+            sk.ax.add_patch(mpl.patches.Rectangle((x, top - (j + 1) * row), 1.3, row, facecolor=fill,
                                                   edgecolor="0.45", lw=0.6))
-        sk.text(3.4 + step * cell / 2, y + 0.2, name, size=9.5)
-    sk.text(3.4 + (step - 1) * cell / 2, 2.35, f"cached: positions 1 to {step - 1}\n(read, never recomputed)",
-            size=8, color="0.3")
-    sk.text(3.4 + (step - 0.5) * cell + 0.55, 4.5, "appended\nthis step", size=8, color=PALETTE[3], ha="left")
-    sk.box(3.4, 0.7, cell * 1.6, 0.7, f"$q_{{{step}}}$", fill=FILL["new"])
-    right = 3.4 + step * cell
-    sk.arrow((4.05, 1.05), (right + 1.0, 1.05), "", color="0.25")
-    sk.box(right + 1.05, 0.55, 2.9, 1.0, f"one row of scores,\n$q_{{{step}}}$ against all {step} keys", size=8.5,
-           fill=FILL["attn"])
-    sk.arrow((right + 4.0, 1.05), (right + 4.6, 1.05))
-    sk.box(right + 4.65, 0.55, 2.0, 1.0, f"output $o_{{{step}}}$\n= weights × $V$", size=8.5)
-    sk.arrow((right + 0.1, 4.45), (right + 2.5, 1.6), color="0.55")
-    sk.arrow((right + 0.1, 2.95), (right + 5.6, 1.6), color="0.55")
+        sk.text(x + 0.65, top + 0.25, name, size=9.5)
+    sk.text(5.55, bottom - 0.45, f"cached rows: positions 0 to {t - 1}\n(read, never recomputed)", size=8,
+            color="0.3")
+    sk.text(7.35, bottom + row / 2, "appended\nthis step", size=8, color=PALETTE[3], ha="left")
+    sk.box(0.2, bottom - 0.05, 2.1, 0.6, f"new token $x_{{{t}}}$", fill=FILL["new"])
+    sk.arrow((2.35, bottom + 0.25), (3.85, bottom + row / 2), "$\\times W^K$, $\\times W^V$", at=(2.4, bottom + 0.6))
+    sk.arrow((1.25, bottom - 0.1), (1.25, 1.25), "$\\times W^Q$", at=(1.4, bottom - 0.75))
+    sk.box(0.75, 0.55, 1.0, 0.6, f"$q_{{{t}}}$", fill=FILL["new"])
+    sk.box(3.4, 0.45, 2.7, 0.8, f"scores: $q_{{{t}}}$ against\nall {t + 1} keys, softmax", fill=FILL["attn"], size=8.5)
+    sk.arrow((1.8, 0.85), (3.35, 0.85))
+    sk.arrow((4.55, bottom - 0.85), (4.75, 1.3), color="0.55")
+    sk.arrow((6.15, 0.85), (8.1, 0.85), "weights", at=(7.1, 1.1), ha="center")
+    sk.box(8.15, 0.45, 3.2, 0.8, f"output $o_{{{t}}}$ = weights × $V$", size=8.5)
+    sk.arrow((6.55, bottom - 0.85), (9.4, 1.3), color="0.55")
     return sk.ax
 
 
@@ -248,17 +257,16 @@ def gpt_block(ax: plt.Axes | None = None) -> plt.Axes:
     positions inside it), add; LayerNorm, feed-forward, add — a final LayerNorm and an output layer tied to the
     embedding, giving the next token's scores at every position."""
     sk = Sketch(ax, 9.0, 11.2, (6.6, 8.0))
-    sk.box(2.2, 0.2, 3.6, 0.8, "tokens $t_1 \\dots t_n$")
+    sk.box(2.2, 0.2, 3.6, 0.8, "tokens $x_0 \\dots x_{n-1}$")
     sk.box(2.2, 1.5, 3.6, 0.8, "token embedding", fill=FILL["ffn"])
     sk.box(0.3, 2.8, 7.4, 5.9, dashed=True, edge="0.5")
-    sk.text(0.45, 8.45, "block × $n_\\mathrm{layers}$", size=9, color="0.4", ha="left")
+    sk.text(2.4, 8.45, "block × $n_\\mathrm{layers}$", size=9, color="0.4", ha="left")
     stream = 1.4  # the residual stream runs up the left
-    sk.ax.plot([stream, stream], [2.3, 9.3], color=PALETTE[0], lw=2.2)
+    sk.ax.plot([stream, stream], [2.6, 9.3], color=PALETTE[0], lw=2.2)
     sk.text(stream - 0.1, 5.6, "residual stream", size=8, color=PALETTE[0], rotation=90, ha="right")
-    for y, (first, second) in ((3.2, ("LayerNorm", "causal self-attention\n(rotary positions on $q$, $k$)")),
-                               (6.0, ("LayerNorm", "feed-forward"))):
+    for y, second in ((3.2, "causal self-attention\n(rotary positions on $q$, $k$)"), (6.0, "feed-forward")):
         sk.arrow((stream, y + 0.3), (2.4, y + 0.3), color="0.5")
-        sk.box(2.4, y, 2.2, 0.6, first, fill=FILL["ffn"], size=8.5)
+        sk.box(2.4, y, 2.2, 0.6, "LayerNorm", fill=FILL["ffn"], size=8.5)
         sk.arrow((4.65, y + 0.3), (5.0, y + 0.75))
         sk.box(4.1, y + 0.8, 3.3, 0.95, second, fill=FILL["attn"] if y < 5 else FILL["ffn"], size=8.5)
         sk.arrow((4.1, y + 1.27), (stream + 0.25, y + 1.27), color="0.5")
