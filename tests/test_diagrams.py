@@ -9,8 +9,8 @@ import pytest  # noqa: E402
 
 from attention_course import diagrams  # noqa: E402
 
-DIAGRAMS = [diagrams.softmax_shapes, diagrams.factor_product, diagrams.stacked_heads, diagrams.multihead_split, diagrams.encoder_decoder, diagrams.kv_cache_step,
-            diagrams.gpt_block]
+DIAGRAMS = [diagrams.softmax_shapes, diagrams.factor_product, diagrams.stacked_heads, diagrams.multihead_split,
+            diagrams.encoder_decoder, diagrams.kv_cache_step, diagrams.gpt_block]
 
 
 def _texts(ax) -> str:
