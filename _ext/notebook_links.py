@@ -30,8 +30,11 @@ CITE_LINK = re.compile(r"\[([^\[\]]+)\]\(bibliography\.md#([A-Za-z0-9_:-]+)\)")
 DOC_LINK = re.compile(r"\[([^\[\]]+)\]\(([A-Za-z0-9_]+\.(?:ipynb|md))\)")
 #: "[§2.E](02_scaling_lab.ipynb)": a section of a chapter's lab; groups: text, chapter, letter, file
 LAB_LINK = re.compile(r"\[(§(\d)\.([A-Z])(?: of the lab)?)\]\((0\2_[A-Za-z0-9_]+_lab\.ipynb)\)")
-#: "## 2.E The factor inside ..." opening a line (a JSON string of a notebook's source): a lab section's heading
-LAB_HEADING = re.compile(r'"## (\d)\.([A-Z]) ')
+_LAB_SECTION = r"## (\d)\.([A-Z]) "  # a lab section's heading, "## 2.E The factor inside ..."; groups: chapter, letter
+#: a lab section's heading opening a line of a cell's Markdown
+LAB_SECTION = re.compile("^" + _LAB_SECTION, re.M)
+#: the same heading opening a line of a notebook's JSON text (where each source line is a quoted string)
+LAB_HEADING = re.compile('"' + _LAB_SECTION)
 SOLUTION_LINK = re.compile(r"\[Solution to exercise (\d+\.\d+): `(\w+)` in solutions/(ch\d\d\.py)\]\(https://[^)\s]+\)")
 # A textual citation ends with the year in parentheses; a parenthetical one is "Names, year".
 TEXTUAL_YEAR = re.compile(r"\((\d{4})\)$")

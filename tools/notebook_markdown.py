@@ -31,11 +31,11 @@ from notebook_links import (  # noqa: E402
     DOC_LINK,
     FIG_LINK,
     LAB_LINK,
+    LAB_SECTION,
     PARENTHETICAL_YEAR,
     TEXTUAL_YEAR,
 )
 
-LAB_SECTION = re.compile(r"^## (\d)\.([A-Z]) ", re.M)  # a lab's section heading, "## 2.E ..."
 ANY_FIG_LINK = re.compile(r"\[[^\[\]]*\]\(#fig-[^)]*\)")  # any link to a figure, well-formed or not
 CAPTION_KEY = "caption_of"  # cell metadata attention_course.caption_of = the figure's name
 # MyST syntax a bare Jupyter shows as debris: roles, targets "(label)=", directive fences, "%" comments.
