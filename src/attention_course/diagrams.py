@@ -25,8 +25,9 @@ class Sketch:
     """A canvas in data coordinates, ``width`` × ``height``, with no axes, grid or aspect distortion (chapter 1).
 
     Args:
-        ax: axes to draw on; a new figure of ``figsize`` when None.
-        width, height: the canvas in data units (one unit is the same length across and up).
+        ax: axes to draw on; a new figure of ``figsize`` (inches, the diagram's own size) when None.
+        width, height: the canvas in data units (one unit is the same length across and up; a diagram that
+            needs another aspect sets it on ``self.ax``, as :func:`encoder_decoder` does).
     """
 
     def __init__(self, ax: plt.Axes | None, width: float, height: float, figsize: tuple[float, float]) -> None:
