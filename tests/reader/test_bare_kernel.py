@@ -1,5 +1,5 @@
 """Colab and any bare Jupyter: a fresh virtual environment with only the scientific stack a Colab runtime already
-has (torch, numpy, sympy, matplotlib, tqdm, ipykernel -- not this project), a notebook copied outside the
+has (torch, numpy, sympy, matplotlib, tqdm, bokeh, ipykernel -- not this project), a notebook copied outside the
 repository, and the setup cell pointed at this checkout through ATTENTION_COURSE_SOURCE. The notebook must install
 the package itself and run to the end."""
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.reader
 
 NOTEBOOK = ROOT / "book" / "01_soft_lookup.ipynb"
 CELL_TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]  # the one setting
-COLAB_STACK = ["torch", "numpy", "sympy", "matplotlib", "tqdm", "ipykernel"]
+COLAB_STACK = ["torch", "numpy", "sympy", "matplotlib", "tqdm", "bokeh", "ipykernel"]
 
 
 def _pinned(names: list[str]) -> list[str]:
