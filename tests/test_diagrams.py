@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 from attention_course import diagrams  # noqa: E402
 
 DIAGRAMS = [diagrams.softmax_shapes, diagrams.factor_product, diagrams.stacked_heads, diagrams.multihead_split,
-            diagrams.encoder_decoder, diagrams.kv_cache_step, diagrams.gpt_block]
+            diagrams.encoder_decoder, diagrams.tiled_pass, diagrams.kv_cache_step, diagrams.gpt_block]
 
 
 def _texts(ax) -> str:
@@ -122,5 +122,37 @@ def test_every_diagram_in_the_book_has_alt_text():
             if cell["cell_type"] == "code" and ("diagrams." in source or "qkv_schematic(" in source):
                 alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
                 found.append((path.name, len(alt.split())))
-    assert len(found) >= 7, found
+    assert len(found) >= 8, found
     assert all(words >= 15 for _, words in found), found
+
+
+def test_every_diagram_is_drawn_by_a_lesson_that_refers_to_it():
+    """Each diagram function is drawn in a lesson (not a lab), in a figure cell whose name the lesson's text links
+    to: a diagram no lesson shows, or one the text never points to, is not doing its job."""
+    import json
+    import re
+    from pathlib import Path
+
+    drawn = {}
+    for path in sorted((Path(__file__).resolve().parents[1] / "book").glob("0*.ipynb")):
+        if path.stem.endswith("_lab"):
+            continue
+        cells = json.loads(path.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        for cell in cells:
+            name = cell["metadata"].get("mystnb", {}).get("figure", {}).get("name")
+            for fn in re.findall(r"diagrams\.(\w+)\(", "".join(cell["source"])):
+                drawn[fn] = (path.name, name, bool(name) and f"(#{name})" in text)
+    expected = [f.__name__ for f in DIAGRAMS]
+    assert sorted(drawn) == sorted(expected), (sorted(drawn), expected)
+    assert all(linked for _, _, linked in drawn.values()), drawn
+
+
+def test_tiled_pass_reads_one_tile_into_the_running_state_and_writes_the_output_once():
+    ax = diagrams.tiled_pass(tiles=5, current=3)
+    texts = _texts(ax)
+    assert all(f"$K_{j}$" in texts and f"$V_{j}$" in texts for j in range(1, 6)) and "$K_6$" not in texts
+    assert "this step" in texts and "merge, then\nforget the tile" in texts
+    assert "written once" in texts and "$O_i = \\mathrm{acc}/\\ell$" in texts
+    assert "e^{m_\\mathrm{old} - m}" in texts  # the rescaling of ℓ and acc
+    plt.close(ax.figure)

@@ -59,6 +59,7 @@ def test_the_temperature_frames_are_the_packages_softmax_of_the_scores_over_tau(
         assert all(b >= a - 1e-9 for a, b in zip(h, h[1:], strict=False)), d
     assert max(_data(fig.frames[0], "bars1024")["weight"]) > 0.99
     assert "τ = √16" in fig.frames[6]["readout"]["text"] and "τ = √1024" in fig.frames[62]["readout"]["text"]
+    assert "1.00 at d_k = 1024" in fig.frames[0]["readout"]["text"]
     # the default draw is a typical one: each spread within 30 % of √d_k, as the docstring says
     for d in (16, 1024):
         spread = np.std(_data(fig.frames[0], f"bars{d}")["score"], ddof=1) / math.sqrt(d)
@@ -76,7 +77,8 @@ def test_the_circle_frames_are_the_packages_attention_of_the_query(figures):
             a = math.radians(5 * step)
             q = torch.tensor([[length * math.cos(a), length * math.sin(a)]], dtype=torch.float64)
             out, w = scaled_dot_product_attention(q, keys, values, scale=1.0)
-            assert np.allclose(_data(frame, "query")["x"], q[:, 0].numpy(), atol=1e-5)
+            assert np.allclose(_data(frame, "query")["qx"], q[:, 0].numpy(), atol=1e-5)
+            assert np.allclose(_data(frame, "query")["qy"], q[:, 1].numpy(), atol=1e-5)
             assert np.allclose(_data(frame, "weights")["weight"], w[0].numpy(), atol=1e-5)
             assert np.allclose([_data(frame, "output")["x"][0], _data(frame, "output")["y"][0]], out[0].numpy(),
                                atol=1e-5)
@@ -115,7 +117,7 @@ def test_the_head_frames_are_the_maps_by_layer_head_and_input(figures):
                 assert np.allclose(w, maps[layer][b, head].numpy(), atol=5e-4)
                 assert cells["q"][:4] == [("abcde", "vwxyz")[b][0]] * 4
                 assert cells["k"][:4] == list(("PQRS", "TUVW")[b])
-    assert "layer 1, head 2" in fig.frame(1, 2, 0)["title"]["text"]
+    assert fig.frame(1, 2, 0)["title"]["text"] == "cross-attention: layer 1, head 2"
 
 
 def test_the_page_opens_on_the_frame_it_says(figures):

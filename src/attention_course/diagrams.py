@@ -15,7 +15,7 @@ from ._checks import check_instance, check_int
 from .plots import PALETTE
 
 __all__ = ["Sketch", "softmax_shapes", "factor_product", "stacked_heads", "multihead_split", "encoder_decoder",
-           "kv_cache_step", "gpt_block"]
+           "tiled_pass", "kv_cache_step", "gpt_block"]
 
 #: Pale fills: attention (blue), the feed-forward network (grey), cross-attention (orange), a cached row (green).
 FILL = {"attn": "#dbe9f6", "ffn": "#eeeeee", "cross": "#fde0c5", "cache": "#d5efe6", "new": "#fbe3d6"}
@@ -212,6 +212,46 @@ def encoder_decoder(ax: plt.Axes | None = None) -> plt.Axes:
     sk.arrow((3.6, 7.85), (5.8, 5.3), "", color=PALETTE[3])
     sk.text(4.1, 5.1, "keys and\nvalues from\nthe encoder\n(once per\nsource)", size=8.5, color=PALETTE[3],
             ha="left")
+    return sk.ax
+
+
+def tiled_pass(ax: plt.Axes | None = None, tiles: int = 4, current: int = 2) -> plt.Axes:
+    r"""One step of the tiled forward pass (chapter 6): a block of queries :math:`Q_i` meets key tile ``current``
+    of ``tiles``; only that tile of scores exists, its state (running max :math:`m`, sum :math:`\ell`, weighted sum
+    :math:`\mathrm{acc}`) is merged into the block's running state, rescaled by :math:`e^{m_\text{old} -
+    m_\text{new}}`, and the output :math:`\mathrm{acc}/\ell` is written once, after the last tile.
+
+    Args:
+        ax: axes to draw on (a new figure when None). tiles: key tiles, 2 to 6. current: the tile being read,
+            1 to ``tiles`` (tiles before it are read, after it to come).
+    """
+    tiles = check_int("tiles", tiles, low=2, high=6)
+    current = check_int("current", current, low=1, high=tiles)
+    sk = Sketch(ax, 12.0, 6.9, (10.5, 6.0))
+    w, gap, x0 = 1.3, 0.2, 3.3
+    xs = [x0 + j * (w + gap) for j in range(tiles)]
+    for j, x in enumerate(xs, start=1):
+        fill = FILL["cache"] if j < current else FILL["new"] if j == current else "white"
+        sk.box(x, 5.8, w, 0.6, f"$K_{j}$", fill=fill)
+        sk.box(x, 0.3, w, 0.6, f"$V_{j}$", fill=fill)
+    sk.text(x0 - 0.25, 6.1, "keys, in tiles\nof $B_k$ rows", size=8, ha="right")
+    sk.text(x0 - 0.25, 0.6, "values, the\nsame tiles", size=8, ha="right")
+    sk.text(xs[0], 6.75, "read", size=8, color="0.35", ha="left")
+    sk.text(xs[current - 1] + w / 2, 6.75, "this step", size=8, color=PALETTE[3])
+    cx = xs[current - 1]  # the tile being read
+    sk.box(0.2, 4.0, 2.3, 0.9, "$Q_i$: a block of\n$B_q$ queries", fill=FILL["attn"], size=8.5)
+    sk.box(cx - 0.45, 4.0, w + 0.9, 0.9, "scores $S_{ij}$\n$= Q_i K_j^\\top/\\sqrt{d_k}$", size=8.5)
+    sk.arrow((2.55, 4.45), (cx - 0.5, 4.45))
+    sk.arrow((cx + w / 2, 5.75), (cx + w / 2, 4.95))
+    sk.box(3.3, 1.7, 8.4, 1.5, "", fill=FILL["attn"])
+    sk.text(7.5, 2.45, "running state of $Q_i$, on chip:  $m \\leftarrow \\max(m, \\max_j S_{ij})$\n"
+            "$\\ell \\leftarrow e^{m_\\mathrm{old} - m}\\,\\ell + \\sum_j e^{S_{ij} - m}$,   "
+            "$\\mathrm{acc} \\leftarrow e^{m_\\mathrm{old} - m}\\,\\mathrm{acc} + e^{S_{ij} - m}\\,V_j$", size=8.5)
+    sk.arrow((cx + w / 2, 3.95), (cx + w / 2, 3.25), "merge, then\nforget the tile", at=(cx + w / 2 + 0.15, 3.6),
+             size=7.5)
+    sk.arrow((cx + w / 2, 0.95), (cx + w / 2, 1.65))
+    sk.box(0.2, 1.7, 2.3, 1.5, "after the last\ntile: output\n$O_i = \\mathrm{acc}/\\ell$,\nwritten once", size=8.5)
+    sk.arrow((3.25, 2.45), (2.55, 2.45))
     return sk.ax
 
 

@@ -71,9 +71,8 @@ for (const name in frame) {
 }
 """
 
-#: What the figures' controls and text look like: the site's own font, and Bokeh's white plot background, which
-#: stays white in dark mode as every figure of the book does.
-_TEXT = "font-size: 0.95em; line-height: 1.4; margin: 0.2em 0;"
+#: The panel every figure sits on: dark text on white in light and dark mode alike.
+_PANEL = {"color": "#222222", "background-color": "white", "padding": "8px", "border-radius": "4px"}
 
 
 def _round(x: object, digits: int = 5) -> object:
@@ -148,7 +147,9 @@ def _positions(control: object) -> int:
 def _make(name: str, layout: object, controls: list, targets: dict[str, object], frames: list[dict],
           start: Sequence[int]) -> Interactive:
     """Wire the controls to the frames (one :data:`SWITCH` callback) and set every target to the starting
-    frame, the one the controls show when the page opens."""
+    frame, the one the controls show when the page opens. The whole figure gets dark text on white, as every
+    figure of the book keeps in dark mode (the controls would otherwise take the dark page's light text)."""
+    layout.styles = _PANEL
     sizes = [_positions(c) for c in controls]
     if math.prod(sizes) != len(frames):
         raise ValueError(f"the controls have {math.prod(sizes)} positions but {len(frames)} frames were computed")
@@ -164,12 +165,23 @@ def _make(name: str, layout: object, controls: list, targets: dict[str, object],
     return fig
 
 
-def _plot(title: str, **options) -> figure:
-    p = figure(title=title, toolbar_location=None, sizing_mode="stretch_width", **options)
+def _plot(title: str, *, width: int | None = None, **options) -> figure:
+    """A plot with the book's look: no toolbar, white background; ``width`` fixes its size (for a row that
+    wraps, :func:`_wrap`), else it stretches to the page."""
+    if width is None:
+        options["sizing_mode"] = "stretch_width"
+    else:
+        options["width"] = width
+    p = figure(title=title, toolbar_location=None, **options)
     p.title.text_font_size = "11pt"
     p.background_fill_color = "white"
     p.border_fill_color = "white"
     return p
+
+
+def _wrap(*items: object) -> object:
+    """Plots or controls side by side on a wide page, one under another on a narrow one (a phone)."""
+    return row(*items, sizing_mode="stretch_width", stylesheets=[":host { flex-wrap: wrap; gap: 8px; }"])
 
 
 def _check_name(name: object) -> str:
@@ -209,7 +221,7 @@ def temperature_explorer(n: int = 12, d_ks: Sequence[int] = (16, 1024), *, seed:
     readout = Div(styles={"font-size": "0.95em"}, name=f"{name}:readout")
     plots, sources = [], []
     for d in sizes:
-        p = _plot("", x_range=(0.4, n + 0.6), y_range=(0, 1.02), height=260, x_axis_label="key, by score",
+        p = _plot("", x_range=(0.4, n + 0.6), y_range=(0, 1.02), width=330, height=260, x_axis_label="key, by score",
                   y_axis_label="weight")
         src = ColumnDataSource({"key": [], "weight": [], "score": []}, name=f"{name}:bars{d}")
         p.vbar(x="key", top="weight", width=0.7, source=src, color=PALETTE[0] if d == sizes[0] else PALETTE[3])
@@ -222,22 +234,23 @@ def temperature_explorer(n: int = 12, d_ks: Sequence[int] = (16, 1024), *, seed:
     taus = np.arange(1.0, 48.0 + 0.25, 0.5)
     for tau in taus:
         frame: dict[str, dict] = {}
-        notes = []
+        notes, largest = [], []
         for d, s in zip(sizes, scores, strict=True):
             w = softmax(s / tau)
             h = float(attention_entropy(w))
             frame[f"bars{d}"] = {"data": {"key": list(range(1, n + 1)), "weight": w.tolist(), "score": s.tolist()}}
-            frame[f"title{d}"] = {"text": f"d_k = {d}: largest weight {float(w.max()):.2f}, entropy {h:.2f} "
-                                          f"of at most {math.log(n):.2f} nats"}
+            frame[f"title{d}"] = {"text": f"d_k = {d}: entropy {h:.2f} nats"}
+            largest.append(f"{float(w.max()):.2f} at d_k = {d}")
             if abs(tau - math.sqrt(d)) < 0.25:
-                notes.append(f"τ = √{d}: the Transformer's scale for d_k = {d}")
-        note = "; ".join(notes) if notes else "the dashed line is 1/n, a uniform average"
-        frame["readout"] = {"text": f"<b>τ = {tau:.1f}</b> — {note}"}
+                notes.append(f"τ = √{d}, the Transformer's scale for d_k = {d}")
+        frame["readout"] = {"text": f"<b>τ = {tau:.1f}</b>{': ' + '; '.join(notes) if notes else ''}<br>largest "
+                                    f"weight {', '.join(largest)}; the entropy is at most ln {n} = "
+                                    f"{math.log(n):.2f} nats (uniform weights, the dashed line 1/n)"}
         frames.append(frame)
     targets = {"readout": readout}
     for d, p, src in zip(sizes, plots, sources, strict=True):
         targets[f"bars{d}"], targets[f"title{d}"] = src, p.title
-    layout = column(slider, readout, row(*plots, sizing_mode="stretch_width"), sizing_mode="stretch_width")
+    layout = column(slider, readout, _wrap(*plots), sizing_mode="stretch_width")
     return _make(name, layout, [slider], targets, frames, [0])
 
 
@@ -267,26 +280,26 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
     length = RadioButtonGroup(labels=[f"|q| = {x:g}" for x in lens], active=1, name=f"{name}:length")
     readout = Div(styles={"font-size": "0.95em"}, name=f"{name}:readout")
 
-    circle = _plot("keys and the query", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), height=300,
-                   match_aspect=True)
+    circle = _plot("keys k, the query's direction", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), width=220,
+                   height=230)
     t = np.linspace(0, 2 * np.pi, 200)
     circle.line(np.cos(t), np.sin(t), color="lightgray")
     circle.segment(x0=0, y0=0, x1="x", y1="y", color="color", line_width=2,
                    source=ColumnDataSource({"x": keys[:, 0].tolist(), "y": keys[:, 1].tolist(), "color": colors}))
     circle.add_layout(LabelSet(x="x", y="y", text="label", x_offset=4, y_offset=4, source=ColumnDataSource(
         {"x": (1.1 * keys[:, 0]).tolist(), "y": (1.1 * keys[:, 1]).tolist(), "label": labels})))
-    query = ColumnDataSource({"x": [], "y": []}, name=f"{name}:query")
+    query = ColumnDataSource({"x": [], "y": [], "qx": [], "qy": []}, name=f"{name}:query")
     circle.segment(x0=0, y0=0, x1="x", y1="y", color="black", line_width=3, source=query)
     circle.scatter(x="x", y="y", size=9, color="black", source=query)
 
-    bars = _plot("score q·k (text) and weight (bar)", x_range=labels, y_range=(0, 1.15), height=300)
+    bars = _plot("scores q·k (text), weights", x_range=labels, y_range=(0, 1.15), width=220, height=230)
     weights = ColumnDataSource({"key": [], "weight": [], "text": [], "color": []}, name=f"{name}:weights")
     bars.vbar(x="key", top="weight", width=0.7, color="color", source=weights)
     bars.add_layout(LabelSet(x="key", y="weight", text="text", y_offset=3, text_align="center",
                              text_font_size="9pt", source=weights))
 
-    space = _plot("values, and the output (black)", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), height=300,
-                  match_aspect=True)
+    space = _plot("values v and the output ★", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), width=220,
+                  height=230)
     space.scatter(x="x", y="y", color="color", size=12, marker="square", source=ColumnDataSource(
         {"x": vals[:, 0].tolist(), "y": vals[:, 1].tolist(), "color": colors}))
     space.add_layout(LabelSet(x="x", y="y", text="label", x_offset=6, y_offset=6, source=ColumnDataSource(
@@ -302,7 +315,9 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
             out, w = scaled_dot_product_attention(q, keys, vals, scale=1.0)
             s = (q @ keys.T)[0]
             frames.append({
-                "query": {"data": {"x": q[:, 0].tolist(), "y": q[:, 1].tolist()}},
+                # drawn as its direction (length 1.2, inside the plot); qx, qy: the query itself
+                "query": {"data": {"x": [1.2 * math.cos(a)], "y": [1.2 * math.sin(a)], "qx": q[:, 0].tolist(),
+                                   "qy": q[:, 1].tolist()}},
                 "weights": {"data": {"key": labels, "weight": w[0].tolist(),
                                      "text": [f"{x:.2f}" for x in s.tolist()], "color": colors}},
                 "output": {"data": {"x": out[:, 0].tolist(), "y": out[:, 1].tolist()}},
@@ -311,7 +326,7 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
                                     f"{labels[int(w.argmax())]}"},
             })
     targets = {"query": query, "weights": weights, "output": output, "readout": readout}
-    layout = column(theta, length, readout, row(circle, bars, space, sizing_mode="stretch_width"),
+    layout = column(theta, length, readout, _wrap(circle, bars, space),
                     sizing_mode="stretch_width")
     return _make(name, layout, [theta, length], targets, frames, [60 // 5, 1])
 
@@ -347,7 +362,8 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
     check_instance("kind", kind, str)
     layer = RadioButtonGroup(labels=[f"layer {i}" for i in range(len(maps))], active=0, name=f"{name}:layer")
     head = RadioButtonGroup(labels=[f"head {h}" for h in range(heads)], active=0, name=f"{name}:head")
-    inputs = ["".join(x) if len("".join(x)) <= 60 else "".join(x)[:57] + "…" for x in query_labels]
+    # the menu names each input by its keys: the text itself in self-attention, the source in cross-attention
+    inputs = ["".join(x) if len("".join(x)) <= 60 else "".join(x)[:57] + "…" for x in key_labels]
     inputs = [f"{i + 1}: {s}" for i, s in enumerate(inputs)]
     which = Select(options=inputs, value=inputs[0], title="input", sizing_mode="stretch_width", name=f"{name}:input")
     side = max(320, min(620, 18 * max(n_q, n_k)))
@@ -377,10 +393,10 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
                                        "q": [ql[i] for i in ii.ravel()], "k": [kl[j] for j in jj.ravel()]}},
                     "ticks": {"data": {"x": [-1] * n_q + list(range(n_k)), "y": list(range(n_q)) + [-1] * n_k,
                                        "t": ql + kl}},
-                    "title": {"text": f"{kind}, layer {lyr}, head {h}: queries down, keys across"},
+                    "title": {"text": f"{kind}: layer {lyr}, head {h}"},
                 })
     targets = {"cells": cells, "ticks": ticks, "title": p.title}
-    layout = column(row(layer, head), which, p, sizing_mode="stretch_width")
+    layout = column(_wrap(layer, head), which, p, sizing_mode="stretch_width")
     return _make(name, layout, [layer, head, which], targets, frames, [0, 0, 0])
 
 

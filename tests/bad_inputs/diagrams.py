@@ -12,10 +12,14 @@ from attention_course.diagrams import (  # noqa: E402
     multihead_split,
     softmax_shapes,
     stacked_heads,
+    tiled_pass,
 )
 from bad_inputs import case  # noqa: E402
 
 CASES = [
+    case(tiled_pass, lambda: tiled_pass(tiles=1), ValueError, arg="tiles", id="diagrams.tiled_pass-1"),
+    case(tiled_pass, lambda: tiled_pass(tiles=3, current=4), ValueError, arg="current",
+         id="diagrams.tiled_pass-current"),
     case(Sketch, lambda: Sketch("left", 4.0, 3.0, (4, 3)), TypeError, arg="ax", id="diagrams.Sketch-ax"),
     case(softmax_shapes, lambda: softmax_shapes(ax=1), TypeError, arg="ax", id="diagrams.softmax_shapes-ax"),
     case(factor_product, lambda: factor_product(ax="left"), TypeError, arg="ax", id="diagrams.factor_product-ax"),

@@ -1,7 +1,8 @@
 """JupyterLab, for real: start `jupyter lab` on 127.0.0.1, open chapter 1 in Chromium, run all cells through the
 menu, save, and check on the saved file that every code cell ran and none produced an error. On the page itself:
-every Markdown cell rendered, each figure's caption visible (the caption cells of tools/notebook_markdown.py), and
-no MyST markup left as text (the notebooks' Markdown is plain CommonMark, see _ext/notebook_links.py)."""
+every Markdown cell rendered, each figure's caption visible (the caption cells of tools/notebook_markdown.py), no
+MyST markup left as text (the notebooks' Markdown is plain CommonMark, see _ext/notebook_links.py), and the
+interactive figure drawn by the run (Bokeh's JavaScript from the output itself) moving when its slider does."""
 
 from __future__ import annotations
 
@@ -88,7 +89,13 @@ def _code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
-def _all_ran(nb: dict) -> bool:
+def _all_ran(path) -> bool:
+    """Whether the saved notebook at ``path`` shows every code cell executed; False while JupyterLab is still
+    writing it (a notebook with an interactive figure is about 2 MB, and a read can catch half a file)."""
+    try:
+        nb = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return False
     return all(c.get("execution_count") is not None for c in _code_cells(nb))
 
 
@@ -159,8 +166,20 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
             page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
             page.keyboard.press("Control+s")
             page.wait_for_timeout(1000)
-            if nb_path.stat().st_mtime_ns != before and _all_ran(json.loads(nb_path.read_text())):
+            if nb_path.stat().st_mtime_ns != before and _all_ran(nb_path):
                 break
+        # The interactive figure the run drew: Bokeh loaded from the cell's own output, and its slider moving
+        # the readout (the frames are checked against the package in test_interactive.py, on the site)
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
+        readout = "() => Bokeh.documents.map(d => d.get_model_by_name('circle:readout')).find(m => m).text"
+        first = page.evaluate(readout)
+        handle = page.locator("#ac-circle .noUi-handle").first
+        handle.scroll_into_view_if_needed()
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        moved = page.evaluate(readout)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "jupyterlab-chapter1-interactive.png"))
         rendered = page.evaluate(
             """() => ({
               cells: document.querySelectorAll('.jp-MarkdownCell').length,
@@ -201,6 +220,7 @@ def test_chapter_1_runs_in_jupyterlab(browser, tmp_path):
     # the figures were drawn in the browser too
     assert sum("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", [])) >= 2
     assert not attempted, attempted
+    assert first.startswith("θ = 60°") and moved.startswith("θ = 65°"), (first, moved)
     # What the reader sees: every Markdown cell rendered, the figure's caption on screen, no markup debris.
     n_markdown = len(_markdown_cells(json.loads(NOTEBOOK.read_text())))
     assert rendered["cells"] == rendered["rendered"] == n_markdown, rendered | {"expected": n_markdown}
