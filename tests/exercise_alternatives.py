@@ -1,0 +1,95 @@
+"""Correct answers written differently from the solutions in solutions/chNN.py — another algorithm, einsum, loops,
+float64, NumPy numbers, tiles over the queries too — which each exercise's check must accept
+(tests/test_exercises.py). A check that refuses one of these judges the solution's form, not the property asked.
+Chapters 1 and 6 so far (issue #41)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+
+def _attention_einsum64(q, k, v):
+    s = torch.einsum("...qd,...kd->...qk", q.double(), k.double()) / math.sqrt(q.shape[-1])
+    w = torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True))  # float64 out: judged by value
+    return torch.einsum("...qk,...kv->...qv", w, v.double())
+
+
+def _attention_loops(q, k, v):
+    out = torch.empty(*q.shape[:-1], v.shape[-1])
+    for index in np.ndindex(*q.shape[:-1]):
+        scores = torch.stack([q[index] @ k[index[:-1]][j] for j in range(k.shape[-2])]) / math.sqrt(q.shape[-1])
+        w = torch.softmax(scores, dim=0)
+        out[index] = sum(w[j] * v[index[:-1]][j] for j in range(k.shape[-2]))
+    return out
+
+
+def _bias64(k):
+    return -0.5 * np.einsum("nd,nd->n", k.double().numpy(), k.double().numpy())  # a NumPy array of float64
+
+
+def _temperature_by_secant_on_log_beta(scores, target):
+    s = scores.double()
+
+    def h(log_beta):
+        p = torch.softmax(math.exp(log_beta) * s, dim=-1)
+        return float(-(p * p.clamp_min(1e-300).log()).sum()) - target
+
+    low, high = -20.0, 20.0  # β from 2e-9 to 5e8, bisected in log β
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if h(mid) > 0 else (low, mid)
+    return np.float64(math.exp((low + high) / 2))
+
+
+def _query_gradient_einsum64(q, k, v, g):
+    q, k, v, g = (t.double() for t in (q, k, v, g))
+    p = torch.softmax(torch.einsum("nd,d->n", k, q) / math.sqrt(q.shape[-1]), dim=0)
+    gv = torch.einsum("nv,v->n", v, g)
+    return torch.einsum("n,nd->d", p * (gv - p @ gv), k) / math.sqrt(q.shape[-1])
+
+
+def _merge_by_where(m1, l1, a1, m2, l2, a2):
+    first_larger = m1 >= m2
+    m = torch.where(first_larger, m1, m2)
+    small = torch.where(first_larger, m2, m1)
+    r = torch.where(torch.isneginf(small), torch.zeros_like(m), torch.exp(small - m))  # the smaller one's factor
+    r1, r2 = torch.where(first_larger, torch.ones_like(m), r), torch.where(first_larger, r, torch.ones_like(m))
+    return [m, r1 * l1 + r2 * l2, r1[:, None] * a1 + r2[:, None] * a2]  # a list, not a tuple
+
+
+def _stream_query_tiles64(q, k, v, block):
+    """FlashAttention's loop order: tiles of 2 queries outside, blocks of keys inside, in float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    out = []
+    for i in range(0, q.shape[0], 2):
+        qi = q[i:i + 2] / math.sqrt(q.shape[-1])
+        m = torch.full((qi.shape[0],), -math.inf, dtype=torch.float64)
+        ell = torch.zeros(qi.shape[0], dtype=torch.float64)
+        acc = torch.zeros(qi.shape[0], v.shape[-1], dtype=torch.float64)
+        for j in range(0, k.shape[0], block):
+            s = qi @ k[j:j + block].T
+            m_new = torch.maximum(m, s.amax(-1))
+            r, p = torch.exp(m - m_new), torch.exp(s - m_new[:, None])
+            ell, acc, m = r * ell + p.sum(-1), r[:, None] * acc + p @ v[j:j + block], m_new
+        out.append(acc / ell[:, None])
+    return torch.cat(out)
+
+
+def _window_by_loops(n, window):
+    return torch.tensor([[i - window < j <= i for j in range(n)] for i in range(n)])
+
+
+ALTERNATIVES = {
+    "1.1": {"einsum and logsumexp in float64": _attention_einsum64, "loops over queries and keys": _attention_loops},
+    "1.2": {"float64, as a NumPy array": _bias64},
+    "1.3": {"bisection in log β, a NumPy float": _temperature_by_secant_on_log_beta},
+    "1.4": {"einsum in float64": _query_gradient_einsum64},
+    "6.1": {"torch.where on which maximum is larger, a list": _merge_by_where},
+    "6.2": {"tiles over the queries too, in float64": _stream_query_tiles64},
+    "6.3": {"a NumPy integer": lambda L, h, d, t, b: np.int64(2) * L * h * d * t * b,
+            "a 0-d integer tensor": lambda L, h, d, t, b: torch.tensor(2 * L * h * d * t * b)},
+    "6.4": {"loops": _window_by_loops},
+}
