@@ -222,12 +222,12 @@ def tiled_pass(ax: plt.Axes | None = None, tiles: int = 4, current: int = 2) -> 
     m_\text{new}}`, and the output :math:`\mathrm{acc}/\ell` is written once, after the last tile.
 
     Args:
-        ax: axes to draw on (a new figure when None). tiles: key tiles, 2 to 6. current: the tile being read,
+        ax: axes to draw on (a new figure when None). tiles: key tiles, 2 to 5. current: the tile being read,
             1 to ``tiles`` (tiles before it are read, after it to come).
     """
-    tiles = check_int("tiles", tiles, low=2, high=6)
+    tiles = check_int("tiles", tiles, low=2, high=5)  # five tiles fill the canvas
     current = check_int("current", current, low=1, high=tiles)
-    sk = Sketch(ax, 12.0, 6.9, (10.5, 6.0))
+    sk = Sketch(ax, 12.0, 6.9, (7.6, 4.4))  # small, so that its labels read at the page's width
     w, gap, x0 = 1.3, 0.2, 3.3
     xs = [x0 + j * (w + gap) for j in range(tiles)]
     for j, x in enumerate(xs, start=1):
@@ -236,8 +236,11 @@ def tiled_pass(ax: plt.Axes | None = None, tiles: int = 4, current: int = 2) -> 
         sk.box(x, 0.3, w, 0.6, f"$V_{j}$", fill=fill)
     sk.text(x0 - 0.25, 6.1, "keys, in tiles\nof $B_k$ rows", size=8, ha="right")
     sk.text(x0 - 0.25, 0.6, "values, the\nsame tiles", size=8, ha="right")
-    sk.text(xs[0], 6.75, "read", size=8, color="0.35", ha="left")
-    sk.text(xs[current - 1] + w / 2, 6.75, "this step", size=8, color=PALETTE[3])
+    if current > 1:
+        sk.text(xs[0], 6.75, "read", size=8, color="0.35", ha="left")
+    sk.text(xs[current - 1] + w / 2, 6.75, f"this step: $j = {current}$", size=8, color=PALETTE[3])
+    if current < tiles:
+        sk.text(xs[-1] + w, 6.75, "to come", size=8, color="0.35", ha="right")
     cx = xs[current - 1]  # the tile being read
     sk.box(0.2, 4.0, 2.3, 0.9, "$Q_i$: a block of\n$B_q$ queries", fill=FILL["attn"], size=8.5)
     sk.box(cx - 0.45, 4.0, w + 0.9, 0.9, "scores $S_{ij}$\n$= Q_i K_j^\\top/\\sqrt{d_k}$", size=8.5)

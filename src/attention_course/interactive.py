@@ -32,6 +32,7 @@ import torch
 from bokeh.embed import json_item
 from bokeh.layouts import column, row
 from bokeh.models import (
+    ColorBar,
     ColumnDataSource,
     CustomJS,
     Div,
@@ -73,6 +74,12 @@ for (const name in frame) {
 
 #: The panel every figure sits on: dark text on white in light and dark mode alike.
 _PANEL = {"color": "#222222", "background-color": "white", "padding": "8px", "border-radius": "4px"}
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    """``x`` to ``digits`` decimals, never "-0.00": a residual such as -1e-16, whose sign is the last bit of a
+    machine's arithmetic, prints as 0.00 on every machine."""
+    return f"{round(float(x), digits) + 0.0:.{digits}f}"
 
 
 def _round(x: object, digits: int = 5) -> object:
@@ -126,9 +133,14 @@ class Interactive:
         # model is defined where it first appears and referred to by id after
         return (
             f'<div class="course-interactive" id="ac-{self.name}"></div>\n'
-            f"<script>\nif (!(window.Bokeh && window.Bokeh.version === {version})) {{\n"
+            # Bokeh registers itself as window.Bokeh[version] beside any other version a page already has
+            f"<script>\nif (!(window.Bokeh && window.Bokeh[{version}] && window.Bokeh[{version}].Widgets)) {{\n"
             f"(function () {{\n{bundle}\n}}).call(window);\n}}\n</script>\n"
-            f"<script>\nwindow.Bokeh.embed.embed_item({item});\n</script>"
+            # the figure shown twice on one page (a cell run again): the later display draws into its own element
+            f"<script>\n(function () {{\nconst all = document.querySelectorAll('[id=\"ac-{self.name}\"]');\n"
+            f"const target = all[all.length - 1];\nconst item = {item};\n"
+            f"if (all.length > 1) {{ target.id = item.target_id = 'ac-{self.name}-' + all.length; }}\n"
+            f"window.Bokeh[{version}].embed.embed_item(item);\n}})();\n</script>"
         )
 
     def __repr__(self) -> str:
@@ -199,15 +211,15 @@ def temperature_explorer(n: int = 12, d_ks: Sequence[int] = (16, 1024), *, seed:
     The scores are dot products of a query and ``n`` keys drawn from N(0, 1) in float64 (seeded by ``seed`` and
     ``d_k``), so their spread grows like :math:`\sqrt{d_k}`; τ runs from 1 (no scaling) to 48 in steps of 0.5,
     and τ = √d_k is the Transformer's scale. Keys are sorted by score. One draw of 12 scores spreads by chance
-    (its standard deviation is √d_k times 0.6 to 1.8 across seeds 0 to 5), and two top scores can nearly tie
+    (its standard deviation is √d_k times 0.58 to 1.66 across seeds 0 to 5), and two top scores can nearly tie
     (seed 1 splits the unscaled d_k = 1024 weights 0.52 / 0.48). The default, seed 2, is the first of seeds 0 to
     29 whose two spreads lie within 30 % of √d_k and whose unscaled d_k = 1024 weights put more than 0.99 on one
     key; 14 of the 30 do (tests/test_interactive.py holds the default to both).
     """
     n = check_int("n", n, low=2, high=40)
     sizes = check_ints("d_ks", d_ks, low=1, high=4096)
-    if len(sizes) != 2:
-        raise ValueError(f"d_ks must hold two head sizes, got {describe(d_ks)}")
+    if len(sizes) != 2 or sizes[0] == sizes[1]:
+        raise ValueError(f"d_ks must hold two different head sizes, got {describe(d_ks)}")
     seed = check_int("seed", seed, low=0)
     name = _check_name(name)
     scores = []
@@ -221,8 +233,8 @@ def temperature_explorer(n: int = 12, d_ks: Sequence[int] = (16, 1024), *, seed:
     readout = Div(styles={"font-size": "0.95em"}, name=f"{name}:readout")
     plots, sources = [], []
     for d in sizes:
-        p = _plot("", x_range=(0.4, n + 0.6), y_range=(0, 1.02), width=330, height=260, x_axis_label="key, by score",
-                  y_axis_label="weight")
+        p = _plot("", x_range=(0.4, n + 0.6), y_range=(0, 1.02), width=330, height=260,
+                  x_axis_label="keys, sorted by score", y_axis_label="weight")
         src = ColumnDataSource({"key": [], "weight": [], "score": []}, name=f"{name}:bars{d}")
         p.vbar(x="key", top="weight", width=0.7, source=src, color=PALETTE[0] if d == sizes[0] else PALETTE[3])
         p.line([0.4, n + 0.6], [1 / n, 1 / n], line_dash="dashed", color="gray")
@@ -263,6 +275,7 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
     ``values`` (2-D points) — from the package's :func:`scaled_dot_product_attention`.
     """
     angles = [math.radians(a) for a in check_numbers("key_angles", key_angles)]
+    check_instance("values", values, (list, tuple))
     vals = torch.tensor([check_numbers("values", v) for v in values], dtype=torch.float64)
     if vals.ndim != 2 or vals.shape != (len(angles), 2):
         raise ValueError(f"values must be one 2-D point per key ({len(angles)} × 2), got {tuple(vals.shape)}")
@@ -280,30 +293,32 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
     length = RadioButtonGroup(labels=[f"|q| = {x:g}" for x in lens], active=1, name=f"{name}:length")
     readout = Div(styles={"font-size": "0.95em"}, name=f"{name}:readout")
 
-    circle = _plot("keys k, the query's direction", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), width=220,
+    circle = _plot("keys; q's direction", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), width=220,
                    height=230)
-    t = np.linspace(0, 2 * np.pi, 200)
-    circle.line(np.cos(t), np.sin(t), color="lightgray")
-    circle.segment(x0=0, y0=0, x1="x", y1="y", color="color", line_width=2,
-                   source=ColumnDataSource({"x": keys[:, 0].tolist(), "y": keys[:, 1].tolist(), "color": colors}))
+    t = [2 * math.pi * i / 199 for i in range(200)]  # lists of rounded floats: the same bytes on every machine
+    circle.line(_round([math.cos(a) for a in t], 4), _round([math.sin(a) for a in t], 4), color="lightgray")
+    circle.segment(x0=0, y0=0, x1="x", y1="y", color="color", line_width=2, source=ColumnDataSource(
+        {"x": _round(keys[:, 0].tolist()), "y": _round(keys[:, 1].tolist()), "color": colors}))
     circle.add_layout(LabelSet(x="x", y="y", text="label", x_offset=4, y_offset=4, source=ColumnDataSource(
-        {"x": (1.1 * keys[:, 0]).tolist(), "y": (1.1 * keys[:, 1]).tolist(), "label": labels})))
+        {"x": _round((1.1 * keys[:, 0]).tolist()), "y": _round((1.1 * keys[:, 1]).tolist()), "label": labels})))
     query = ColumnDataSource({"x": [], "y": [], "qx": [], "qy": []}, name=f"{name}:query")
     circle.segment(x0=0, y0=0, x1="x", y1="y", color="black", line_width=3, source=query)
     circle.scatter(x="x", y="y", size=9, color="black", source=query)
 
-    bars = _plot("scores q·k (text), weights", x_range=labels, y_range=(0, 1.15), width=220, height=230)
+    bars = _plot("weights; scores q·k above", x_range=labels, y_range=(0, 1.15), width=220, height=230,
+                 y_axis_label="weight")
     weights = ColumnDataSource({"key": [], "weight": [], "text": [], "color": []}, name=f"{name}:weights")
     bars.vbar(x="key", top="weight", width=0.7, color="color", source=weights)
     bars.add_layout(LabelSet(x="key", y="weight", text="text", y_offset=3, text_align="center",
                              text_font_size="9pt", source=weights))
 
-    space = _plot("values v and the output ★", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), width=220,
+    space = _plot("values; the output ★", x_range=(-1.35, 1.35), y_range=(-1.35, 1.35), width=220,
                   height=230)
-    space.scatter(x="x", y="y", color="color", size=12, marker="square", source=ColumnDataSource(
-        {"x": vals[:, 0].tolist(), "y": vals[:, 1].tolist(), "color": colors}))
+    vx, vy = _round(vals[:, 0].tolist()), _round(vals[:, 1].tolist())
+    space.scatter(x="x", y="y", color="color", size=12, marker="square",
+                  source=ColumnDataSource({"x": vx, "y": vy, "color": colors}))
     space.add_layout(LabelSet(x="x", y="y", text="label", x_offset=6, y_offset=6, source=ColumnDataSource(
-        {"x": vals[:, 0].tolist(), "y": vals[:, 1].tolist(), "label": [f"v{i + 1}" for i in range(n)]})))
+        {"x": vx, "y": vy, "label": [f"v{i + 1}" for i in range(n)]})))
     output = ColumnDataSource({"x": [], "y": []}, name=f"{name}:output")
     space.scatter(x="x", y="y", size=14, marker="star", color="black", source=output)
 
@@ -319,10 +334,10 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
                 "query": {"data": {"x": [1.2 * math.cos(a)], "y": [1.2 * math.sin(a)], "qx": q[:, 0].tolist(),
                                    "qy": q[:, 1].tolist()}},
                 "weights": {"data": {"key": labels, "weight": w[0].tolist(),
-                                     "text": [f"{x:.2f}" for x in s.tolist()], "color": colors}},
+                                     "text": [_fmt(x) for x in s.tolist()], "color": colors}},
                 "output": {"data": {"x": out[:, 0].tolist(), "y": out[:, 1].tolist()}},
-                "readout": {"text": f"θ = {degrees}°, |q| = {ell:g}: output ({float(out[0, 0]):.2f}, "
-                                    f"{float(out[0, 1]):.2f}); largest weight {float(w.max()):.2f} on "
+                "readout": {"text": f"θ = {degrees}°, |q| = {ell:g}: output ({_fmt(out[0, 0])}, "
+                                    f"{_fmt(out[0, 1])}); largest weight {_fmt(w.max())} on "
                                     f"{labels[int(w.argmax())]}"},
             })
     targets = {"query": query, "weights": weights, "output": output, "readout": readout}
@@ -333,7 +348,7 @@ def circle_explorer(key_angles: Sequence[float] = (30.0, 100.0, 190.0, 300.0),
 
 def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[str]],
                   key_labels: Sequence[Sequence[str]] | None = None, *, name: str = "heads",
-                  kind: str = "attention") -> Interactive:
+                  kind: str = "attention", start: tuple[int, int] = (0, 0)) -> Interactive:
     """Chapters 5 and 7: buttons pick a layer and a head, a menu one of the inputs; a heat map shows that head's
     weights, queries down and keys across, with a hover readout.
 
@@ -342,6 +357,7 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
         query_labels: per input (batch element), the ``n_q`` labels of its queries.
         key_labels: per input, the ``n_k`` labels of its keys; default ``query_labels`` (self-attention).
         name: the figure's id on its page; kind: what the maps are, for the title (e.g. "cross-attention").
+        start: the (layer, head) the page opens on (a lab opens on the head its text discusses).
     """
     check_instance("maps", maps, (list, tuple))
     if not maps:
@@ -351,6 +367,8 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
         if m.ndim != 4 or m.shape != maps[0].shape:
             raise ValueError(f"maps must be layers of one shape (batch, heads, n_q, n_k), got {describe(m)} at "
                              f"layer {i} and {describe(maps[0])} at layer 0")
+        if not m.is_floating_point() or not bool(torch.isfinite(m).all()) or m.min() < 0 or m.max() > 1 + 1e-6:
+            raise ValueError(f"maps must hold attention weights (finite, in [0, 1]), got {describe(m)} at layer {i}")
     batch, heads, n_q, n_k = maps[0].shape
     key_labels = query_labels if key_labels is None else key_labels
     for arg, labels, n in (("query_labels", query_labels, n_q), ("key_labels", key_labels, n_k)):
@@ -358,10 +376,18 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
         if len(labels) != batch or any(len(x) != n for x in labels):
             raise ValueError(f"{arg} must give {n} labels for each of the {batch} inputs, got lengths "
                              f"{[len(x) for x in labels]}")
+        if not all(isinstance(t, str) for x in labels for t in x):
+            raise TypeError(f"{arg} must be strings (a token's text), got {describe(labels)}")
     name = _check_name(name)
     check_instance("kind", kind, str)
-    layer = RadioButtonGroup(labels=[f"layer {i}" for i in range(len(maps))], active=0, name=f"{name}:layer")
-    head = RadioButtonGroup(labels=[f"head {h}" for h in range(heads)], active=0, name=f"{name}:head")
+    check_instance("start", start, tuple)
+    if len(start) != 2:
+        raise ValueError(f"start must be a (layer, head) pair, got {start!r}")
+    first_layer = check_int("start", start[0], low=0, high=len(maps) - 1)
+    first_head = check_int("start", start[1], low=0, high=heads - 1)
+    layer = RadioButtonGroup(labels=[f"layer {i}" for i in range(len(maps))], active=first_layer,
+                             name=f"{name}:layer")
+    head = RadioButtonGroup(labels=[f"head {h}" for h in range(heads)], active=first_head, name=f"{name}:head")
     # the menu names each input by its keys: the text itself in self-attention, the source in cross-attention
     inputs = ["".join(x) if len("".join(x)) <= 60 else "".join(x)[:57] + "…" for x in key_labels]
     inputs = [f"{i + 1}: {s}" for i, s in enumerate(inputs)]
@@ -369,6 +395,7 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
     side = max(320, min(620, 18 * max(n_q, n_k)))
     p = _plot(kind, x_range=(-0.5, n_k - 0.5), y_range=(n_q - 0.5, -0.5), height=side,
               x_axis_location="above")
+    p.title.name = f"{name}:title"
     p.xaxis.visible = p.yaxis.visible = False
     p.grid.visible = False
     cells = ColumnDataSource({"i": [], "j": [], "w": [], "q": [], "k": []}, name=f"{name}:cells")
@@ -376,6 +403,7 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
     p.rect(x="j", y="i", width=1, height=1, source=cells, line_color=None,
            fill_color={"field": "w", "transform": mapper})
     p.add_tools(HoverTool(tooltips=[("query", "@q"), ("key", "@k"), ("weight", "@w{0.000}")]))
+    p.add_layout(ColorBar(color_mapper=mapper, width=10, title="weight"), "right")
     ticks = ColumnDataSource({"x": [], "y": [], "t": []}, name=f"{name}:ticks")
     p.text(x="x", y="y", text="t", source=ticks, text_font_size="8pt", text_align="center",
            text_baseline="middle", color="#333333")
@@ -397,7 +425,7 @@ def head_explorer(maps: Sequence[torch.Tensor], query_labels: Sequence[Sequence[
                 })
     targets = {"cells": cells, "ticks": ticks, "title": p.title}
     layout = column(_wrap(layer, head), which, p, sizing_mode="stretch_width")
-    return _make(name, layout, [layer, head, which], targets, frames, [0, 0, 0])
+    return _make(name, layout, [layer, head, which], targets, frames, [first_layer, first_head, 0])
 
 
 def online_softmax_explorer(scores: Sequence[float] | None = None, values: Sequence[float] | None = None,
@@ -434,16 +462,16 @@ def online_softmax_explorer(scores: Sequence[float] | None = None, values: Seque
     slider = Slider(start=0, end=len(steps), step=1, value=0, title="tiles read", sizing_mode="stretch_width",
                     name=f"{name}:step")
     readout = Div(styles={"font-size": "0.95em"}, name=f"{name}:readout")
-    lo, hi = float(s.min()) - 0.5, float(s.max()) + 0.8
+    lo, hi = min(0.0, float(s.min())) - 0.5, float(s.max()) + 0.8
     p = _plot("", x_range=(-0.6, n - 0.4), y_range=(lo, hi), height=300, x_axis_label="key",
               y_axis_label="score")
     p.title.name = f"{name}:title"
     bars = ColumnDataSource({"key": [], "score": [], "color": []}, name=f"{name}:bars")
-    p.vbar(x="key", top="score", bottom=lo, width=0.8, color="color", source=bars)
+    p.vbar(x="key", top="score", bottom=0, width=0.8, color="color", source=bars)  # from 0: a negative score shows
     running = ColumnDataSource({"x": [], "y": []}, name=f"{name}:max")
     p.line(x="x", y="y", color=PALETTE[3], line_width=2, line_dash="dashed", source=running)
     for j in range(block, n, block):
-        p.line([j - 0.5, j - 0.5], [lo, hi], color="lightgray")
+        p.line([j - 0.5, j - 0.5], [lo, hi], color="#888888", line_width=1.5, line_dash="dotted")
     frames = []
     prev_m = -math.inf
     for t in range(len(steps) + 1):
@@ -466,7 +494,7 @@ def online_softmax_explorer(scores: Sequence[float] | None = None, values: Seque
             line = {"x": [], "y": []}
         frames.append({"bars": {"data": {"key": list(range(n)), "score": s.tolist(), "color": colors}},
                        "max": {"data": line}, "readout": {"text": what},
-                       "title": {"text": f"one query, {n} keys in tiles of {block}: read {seen} of {n}"}})
+                       "title": {"text": f"tiles of {block} keys: {seen} of {n} read"}})
     targets = {"bars": bars, "max": running, "readout": readout, "title": p.title}
     layout = column(slider, readout, p, sizing_mode="stretch_width")
     return _make(name, layout, [slider], targets, frames, [0])

@@ -133,7 +133,11 @@ def _heads(page, fig: str, causal: bool) -> None:
     page.locator(f"#ac-{fig} select").select_option(index=1)
     assert _model(page, f"{fig}:layer")["active"] == 1 and _model(page, f"{fig}:head")["active"] == 2
     assert _model(page, f"{fig}:input")["value"].startswith("2: ")
+    assert _model(page, f"{fig}:title")["text"].endswith("layer 1, head 2")  # the frame those three positions pick
     now = _model(page, f"{fig}:cells")["data"]
+    ticks = _model(page, f"{fig}:ticks")["data"]
+    keys = "".join(t for t, y in zip(ticks["t"], ticks["y"], strict=True) if y == -1)  # the labels along the top
+    assert keys.startswith(_model(page, f"{fig}:input")["value"].removeprefix("2: ").rstrip("…"))  # input 2's
     assert now["w"] != cells["w"]
     n_q, n_k = max(now["i"]) + 1, max(now["j"]) + 1
     w = np.array(now["w"]).reshape(n_q, n_k)
