@@ -1,7 +1,7 @@
 """Correct answers written differently from the solutions in solutions/chNN.py — another algorithm, einsum, loops,
 float64, NumPy numbers, tiles over the queries too — which each exercise's check must accept
 (tests/test_exercises.py). A check that refuses one of these judges the solution's form, not the property asked.
-Chapters 1 and 6 so far (issue #41)."""
+Chapters 1, 6 and 7 so far (issue #41)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,42 @@ def _window_by_loops(n, window):
     return torch.tensor([[i - window < j <= i for j in range(n)] for i in range(n)])
 
 
+def _top_p_numpy64(logits, p):
+    x = logits.double().numpy()
+    probs = np.exp(x - x.max())
+    probs /= probs.sum()
+    order = np.argsort(-probs, kind="stable")
+    keep, held = np.zeros(len(x), dtype=bool), 0.0
+    for i in order:  # take tokens, most probable first, until they hold p
+        if held >= p:
+            break
+        keep[i], held = True, held + probs[i]
+    return torch.where(torch.from_numpy(keep), logits, torch.tensor(-math.inf))
+
+
+def _bits_by_log_softmax64(logits, targets, n_chars):
+    nats = -torch.log_softmax(logits.double(), -1).gather(-1, targets[..., None]).sum()
+    return float(nats) / math.log(2) / n_chars  # a Python float: judged by value
+
+
+def _merge_by_index(ids, pair, new_id):
+    out, skip = [], False
+    for i, token in enumerate(ids):
+        if skip:
+            skip = False
+        elif i + 1 < len(ids) and token == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            skip = True
+        else:
+            out.append(token)
+    return tuple(out)  # a tuple of the merged ids
+
+
+def _next_token_loss_manual64(logits, tokens):
+    lp = torch.log_softmax(logits[:, :-1].double(), -1)
+    return -lp.gather(-1, tokens[:, 1:, None]).mean()
+
+
 ALTERNATIVES = {
     "1.1": {"einsum and logsumexp in float64": _attention_einsum64, "loops over queries and keys": _attention_loops},
     "1.2": {"float64, as a NumPy array": _bias64},
@@ -92,4 +128,8 @@ ALTERNATIVES = {
     "6.3": {"a NumPy integer": lambda L, h, d, t, b: np.int64(2) * L * h * d * t * b,
             "a 0-d integer tensor": lambda L, h, d, t, b: torch.tensor(2 * L * h * d * t * b)},
     "6.4": {"loops": _window_by_loops},
+    "7.1": {"NumPy in float64, a loop over the sorted tokens": _top_p_numpy64},
+    "7.2": {"log_softmax in float64, a Python float": _bits_by_log_softmax64},
+    "7.3": {"an index loop, a tuple": _merge_by_index},
+    "7.4": {"log_softmax and gather in float64": _next_token_loss_manual64},
 }

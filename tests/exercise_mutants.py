@@ -163,6 +163,20 @@ def _batched_blocks(q, k, v, block):
     return num / (p.sum((0, 2)) + pr.sum(-1))[:, None]
 
 
+def _top_p_in_place(logits, p):
+    probs = torch.softmax(logits, -1)
+    sp_, order = probs.sort(descending=True)
+    keep = torch.zeros_like(logits, dtype=torch.bool)
+    keep[order] = sp_.cumsum(-1) - sp_ < p
+    return logits.masked_fill_(~keep, -math.inf)  # right values, but the caller's logits are overwritten
+
+
+def _merge_as_text(ids, pair, new):
+    text = " " + " ".join(map(str, ids)) + " "
+    text = text.replace(f"{pair[0]} {pair[1]}", str(new))  # "21 1 2 11" also matches inside "21 1" ... "1 2 11"
+    return [int(t) for t in text.split()]
+
+
 MUTANTS = {
     "1.1": {"no 1/√d": lambda q, k, v: _softmax_attention(q, k, v, 1.0),
             "one max for all rows": _one_max_attention,
@@ -226,14 +240,20 @@ MUTANTS = {
             "the query left out": lambda n, w: (torch.arange(n)[None, :] < torch.arange(n)[:, None])
             & (torch.arange(n)[None, :] >= torch.arange(n)[:, None] - w)},
     "7.1": {"the crossing token dropped": lambda lo, p: _top_p(lo, p, include_crossing=False),
-            "the least probable first": lambda lo, p: _top_p(lo, p, ascending=True)},
+            "the least probable first": lambda lo, p: _top_p(lo, p, ascending=True),
+            "masked in place": _top_p_in_place},
     "7.2": {"nats": lambda lo, t, c: F.cross_entropy(lo.flatten(0, 1), t.flatten(), reduction="sum") / c,
             "per token, not per character": lambda lo, t, c: F.cross_entropy(lo.flatten(0, 1), t.flatten())
-            / math.log(2)},
+            / math.log(2),
+            "log of the softmax (underflows)": lambda lo, t, c: -torch.log(torch.softmax(lo, -1)).gather(
+                -1, t[..., None]).sum() / math.log(2) / c},
     "7.3": {"overlapping occurrences": lambda ids, pair, new: _merge_ids(ids, pair, new, overlapping=True),
-            "first occurrence only": lambda ids, pair, new: _merge_ids(ids, pair, new, first_only=True)},
+            "first occurrence only": lambda ids, pair, new: _merge_ids(ids, pair, new, first_only=True),
+            "replace in the ids written as text": _merge_as_text},
     "7.4": {"no shift": lambda lo, t: F.cross_entropy(lo.flatten(0, 1), t.flatten()),
-            "shifted the wrong way": lambda lo, t: F.cross_entropy(lo[:, 1:].flatten(0, 1), t[:, :-1].flatten())},
+            "shifted the wrong way": lambda lo, t: F.cross_entropy(lo[:, 1:].flatten(0, 1), t[:, :-1].flatten()),
+            "log of the softmax (underflows)": lambda lo, t: -torch.log(torch.softmax(lo[:, :-1], -1)).gather(
+                -1, t[:, 1:, None]).mean()},
 }
 
 
