@@ -1,7 +1,7 @@
 """Correct answers written differently from the solutions in solutions/chNN.py — another algorithm, einsum, loops,
 float64, NumPy numbers, tiles over the queries too — which each exercise's check must accept
 (tests/test_exercises.py). A check that refuses one of these judges the solution's form, not the property asked.
-Chapters 1, 6 and 7 so far (issue #41)."""
+Chapters 1, 5, 6 and 7 so far (issue #41)."""
 
 from __future__ import annotations
 
@@ -118,11 +118,41 @@ def _next_token_loss_manual64(logits, tokens):
     return -lp.gather(-1, tokens[:, 1:, None]).mean()
 
 
+def _cached_mask_by_loops(n_q, n_k):
+    offset = n_k - n_q  # query i is position offset + i
+    return torch.tensor([[j <= offset + i for j in range(n_k)] for i in range(n_q)], dtype=torch.bool)
+
+
+def _smoothed_by_logsumexp64(logits, targets, eps):
+    x = logits.double()
+    log_p = x - torch.logsumexp(x, dim=-1, keepdim=True)
+    target = torch.full_like(x, eps / x.shape[-1])
+    target[torch.arange(len(targets)), targets] += 1 - eps
+    return -(target * log_p).sum() / len(targets)
+
+
+def _positions_numpy64(n, d):
+    pos, i = np.arange(n)[:, None], np.arange(d // 2)[None, :]
+    angle = pos / 10000.0 ** (2 * i / d)
+    return np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n, d)  # a NumPy array, interleaved
+
+
+def _pre_ln_by_hand64(x, sublayer, norm):
+    x64 = x.double()
+    mean, var = x64.mean(-1, keepdim=True), x64.var(-1, unbiased=False, keepdim=True)
+    h = (x64 - mean) / torch.sqrt(var + norm.eps) * norm.weight.double() + norm.bias.double()
+    return x64 + h @ sublayer.weight.double().T + sublayer.bias.double()
+
+
 ALTERNATIVES = {
     "1.1": {"einsum and logsumexp in float64": _attention_einsum64, "loops over queries and keys": _attention_loops},
     "1.2": {"float64, as a NumPy array": _bias64},
     "1.3": {"bisection in log β, a NumPy float": _temperature_by_secant_on_log_beta},
     "1.4": {"einsum in float64": _query_gradient_einsum64},
+    "5.1": {"loops": _cached_mask_by_loops},
+    "5.2": {"log-sum-exp by hand in float64": _smoothed_by_logsumexp64},
+    "5.3": {"NumPy in float64, interleaved by stack": _positions_numpy64},
+    "5.4": {"LayerNorm by hand in float64": _pre_ln_by_hand64},
     "6.1": {"torch.where on which maximum is larger, a list": _merge_by_where},
     "6.2": {"tiles over the queries too, in float64": _stream_query_tiles64},
     "6.3": {"a NumPy integer": lambda L, h, d, t, b: np.int64(2) * L * h * d * t * b,

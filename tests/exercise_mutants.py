@@ -213,14 +213,21 @@ MUTANTS = {
             "key-value head 0 for every query head": lambda q, k, v: F.scaled_dot_product_attention(
                 q, k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1))},
     "5.1": {"upper-left (is_causal)": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(),
-            "the diagonal excluded": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q - 1)},
+            "the diagonal excluded": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q - 1),
+            "the future allowed, the past hidden": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).triu(
+                n_k - n_q)},
     "5.2": {"ε spread over the other classes (tensor2tensor)": lambda lo, t, eps: -(
                 (F.one_hot(t, lo.shape[-1]) * (1 - eps - eps / (lo.shape[-1] - 1)) + eps / (lo.shape[-1] - 1))
                 * torch.log_softmax(lo, -1)).sum(-1).mean(),
-            "no smoothing": lambda lo, t, eps: F.cross_entropy(lo, t)},
+            "no smoothing": lambda lo, t, eps: F.cross_entropy(lo, t),
+            "log of the softmax (underflows)": lambda lo, t, eps: -(
+                (F.one_hot(t, lo.shape[-1]) * (1 - eps) + eps / lo.shape[-1]) * torch.log(torch.softmax(lo, -1))
+            ).sum(-1).mean()},
     "5.3": {"sin and cos swapped": lambda n, d: _positions(n, d, swap=True),
-            "exponent i/d, not 2i/d": lambda n, d: _positions(n, d, exponent=1)},
-    "5.4": {"post-LN": lambda x, f, norm: norm(x + f(x)), "no residual": lambda x, f, norm: f(norm(x))},
+            "exponent i/d, not 2i/d": lambda n, d: _positions(n, d, exponent=1),
+            "positions counted from 1": lambda n, d: _positions(n + 1, d)[1:]},
+    "5.4": {"post-LN": lambda x, f, norm: norm(x + f(x)), "no residual": lambda x, f, norm: f(norm(x)),
+            "the norm after the sublayer": lambda x, f, norm: x + norm(f(x))},
     "6.1": {"no rescaling": lambda *s: _merge(*s, rescale=False),
             "NaN on two empty states": lambda *s: _merge(*s),
             "a guard only when every row is empty": _merge_all_or_nothing},
