@@ -164,11 +164,7 @@ def _batched_blocks(q, k, v, block):
 
 
 def _top_p_in_place(logits, p):
-    probs = torch.softmax(logits, -1)
-    sp_, order = probs.sort(descending=True)
-    keep = torch.zeros_like(logits, dtype=torch.bool)
-    keep[order] = sp_.cumsum(-1) - sp_ < p
-    return logits.masked_fill_(~keep, -math.inf)  # right values, but the caller's logits are overwritten
+    return logits.copy_(_top_p(logits, p))  # right values, but the caller's logits are overwritten
 
 
 def _merge_as_text(ids, pair, new):

@@ -21,7 +21,7 @@ import torch
 
 from attention_course import attention_entropy, interactive, scaled_dot_product_attention, softmax
 
-from .conftest import guard_network
+from .test_site import _visit
 
 pytestmark = pytest.mark.reader
 
@@ -159,15 +159,9 @@ MOVES = {
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("rel", list(PAGES), ids=lambda r: r.split("/")[-1].removesuffix(".html"))
 def test_each_figure_moves_offline(browser, site_url, rel, scheme):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-    attempted: list[str] = []
-    guard_network(context, attempted)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    # test_site's page visit: network guarded, console errors collected, the page loaded
+    context, page, errors, attempted = _visit(browser, f"{site_url}/{rel}", {"width": 1280, "height": 900}, scheme)
     try:
-        page.goto(f"{site_url}/{rel}", wait_until="load")
         figures = PAGES[rel]
         page.wait_for_function(f"() => window.Bokeh && Bokeh.documents.length >= {len(figures)}", timeout=30000)
         for fig in figures:

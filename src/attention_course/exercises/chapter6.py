@@ -10,7 +10,7 @@ import torch
 from .._checks import describe
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from .checking import Check, agrees, compare, register
+from .checking import Check, agrees, changed_inputs, compare, register
 
 __all__: list[str] = []
 
@@ -38,7 +38,7 @@ def _merged(answer, first, second):  # noqa: ANN001, ANN202
     got = answer(*first, *second)
     if not (isinstance(got, (tuple, list)) and len(got) == 3):
         return f"the answer should be a tuple (m, ℓ, acc), got {describe(got)}"
-    if any(not torch.equal(a, b) for a, b in zip((*first, *second), kept, strict=True)):
+    if changed_inputs((*first, *second), kept):
         return "the answer changed its input states in place"
     m, ell, acc = got
     return (compare(m, want_m, atol=1e-6, what="m") or compare(ell, want_l, atol=1e-5, rtol=1e-5, what="ℓ")
