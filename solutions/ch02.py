@@ -17,9 +17,15 @@ def softmax_jacobian(p):
     return torch.diag(p) - torch.outer(p, p)
 
 
-def large_jacobian_p():
-    # two outcomes at 1/2 each: J = [[1/4, −1/4], [−1/4, 1/4]], eigenvalues 0 and 1/2
-    return torch.tensor([0.5, 0.5])
+def largest_jacobian_norm(scores):
+    # ‖J‖₂ at p = softmax(β s) on a grid of β evenly spaced in log β; J = diag(p) − p pᵀ is symmetric and
+    # positive semi-definite, so its spectral norm is its largest eigenvalue (eigvalsh: far faster than an SVD)
+    betas = torch.logspace(-3, 4, 2001, dtype=torch.float64)
+    p = torch.softmax(betas[:, None] * scores.double()[None], dim=-1)
+    jacobians = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
+    norms = torch.linalg.eigvalsh(jacobians)[:, -1]
+    best = int(norms.argmax())
+    return float(betas[best]), float(norms[best])
 
 
 def fold_scale(w_q, d_k):

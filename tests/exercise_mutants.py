@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import sympy
 import torch
 import torch.nn.functional as F
 
@@ -47,13 +48,23 @@ def _grad(q, k, v, g, *, centred=True, scaled=True):
     return ds @ k / (math.sqrt(d) if scaled else 1)
 
 
-def _mha(x, w, b, ow, ob, heads, *, scale_by_model=False, bias=True):
+def _mha(x, w, b, ow, ob, heads, *, scale_by_model=False, bias=True, stable=True):
     batch, n, d = x.shape
     d_h = d // heads
     q, k, v = (x @ w.T + (b if bias else 0)).split(d, -1)
-    q, k, v = (t.view(batch, n, heads, d_h).transpose(1, 2) for t in (q, k, v))
+    q, k, v = (t.reshape(batch, n, heads, d_h).transpose(1, 2) for t in (q, k, v))
+    if not stable:
+        return (_naive_softmax_attention(q, k, v).transpose(1, 2).reshape(batch, n, d)) @ ow.T + ob
     a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d if scale_by_model else d_h), -1)
     return (a @ v).transpose(1, 2).reshape(batch, n, d) @ ow.T + ob
+
+
+def _gqa(q, k, v, *, group=None, stable=True):
+    group = group or q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    if k.shape[1] != q.shape[1]:  # a hard-coded group: as many key-value heads as it makes, cut or tiled to fit
+        k, v = (t[:, : q.shape[1]].repeat(1, -(-q.shape[1] // t.shape[1]), 1, 1)[:, : q.shape[1]] for t in (k, v))
+    return _naive_softmax_attention(q, k, v) if not stable else _softmax_attention(q, k, v, q.shape[-1] ** -0.5)
 
 
 def _merge(m1, l1, a1, m2, l2, a2, *, rescale=True):
@@ -173,6 +184,39 @@ def _merge_as_text(ids, pair, new):
     return [int(t) for t in text.split()]
 
 
+def _jacobian_clamped(p):
+    p = p.clamp_min(1e-4)
+    p = p / p.sum()
+    return torch.diag(p) - torch.outer(p, p)
+
+
+def _jacobian_in_place(p):
+    p.clamp_(min=1e-12)  # the caller's p is changed where it held exact zeros
+    return torch.diag(p) - torch.outer(p, p)
+
+
+def _largest_norm(scores, betas, ord=2):
+    betas = betas.double()
+    p = torch.softmax(betas[:, None] * scores.double()[None], -1)
+    norms = torch.linalg.matrix_norm(torch.diag_embed(p) - p[:, :, None] * p[:, None, :], ord=ord)
+    return float(betas[int(norms.argmax())]), float(norms.max())
+
+
+def _factor_not_rooted(w):
+    lam, u = torch.linalg.eigh(w.double())
+    return (u * lam.clamp_min(0)).float()
+
+
+def _factor_unclamped(w):
+    lam, u = torch.linalg.eigh(w)  # float32: a rank-deficient form's zero eigenvalues come out near ±1e-7
+    return u * lam.sqrt()
+
+
+def _factor_jitter_in_place(w):
+    w += 1e-6 * torch.eye(len(w))  # the caller's form is changed
+    return torch.linalg.cholesky(w.double()).float()
+
+
 MUTANTS = {
     "1.1": {"no 1/√d": lambda q, k, v: _softmax_attention(q, k, v, 1.0),
             "one max for all rows": _one_max_attention,
@@ -187,27 +231,60 @@ MUTANTS = {
     "1.4": {"the −g·o term dropped": lambda q, k, v, g: _grad(q, k, v, g, centred=False),
             "the 1/√d dropped": lambda q, k, v, g: _grad(q, k, v, g, scaled=False),
             "the gradient through the values instead": lambda q, k, v, g: k.T @ (v @ g) / math.sqrt(q.shape[-1])},
-    "2.1": {"d²": lambda d: d**2, "√d": lambda d: d**0.5, "1 (one term's variance)": lambda d: d**0},
-    "2.2": {"−p pᵀ only": lambda p: -torch.outer(p, p), "diag(p) − (p·p)": lambda p: torch.diag(p) - p @ p},
-    "2.3": {"uniform over 4": lambda: torch.full((4,), 0.25), "one-hot": lambda: torch.tensor([1.0, 0.0, 0.0])},
-    "2.4": {"divided by d_k": lambda w, d_k: w / d_k, "multiplied by √d_k": lambda w, d_k: w * math.sqrt(d_k)},
+    "2.1": {"d²": lambda d: d**2, "√d": lambda d: d**0.5, "1 (one term's variance)": lambda d: d**0,
+            "a new Symbol('d'), not the argument": lambda d: sympy.Symbol("d"),
+            "2d (the variance of q · q)": lambda d: 2 * d},
+    "2.2": {"−p pᵀ only": lambda p: -torch.outer(p, p), "diag(p) − (p·p)": lambda p: torch.diag(p) - p @ p,
+            "p clamped away from 0 (a guard against log 0)": _jacobian_clamped,
+            "the size hard-coded to four keys": lambda p: torch.diag(p[:4]) - torch.outer(p[:4], p[:4]),
+            "p cleaned in place": _jacobian_in_place},
+    "2.3": {"the bound 1/2, not measured": lambda s: (1.0, 0.5),
+            "β = 1 only": lambda s: _largest_norm(s, torch.tensor([1.0])),
+            "β searched up to 10 only": lambda s: _largest_norm(s, torch.logspace(-3, 1, 400)),
+            "the Frobenius norm": lambda s: _largest_norm(s, torch.logspace(-3, 4, 400), ord="fro"),
+            "the norm claimed, β not the one measured": lambda s: (1e-3, _largest_norm(s, torch.logspace(
+                -3, 4, 400))[1])},
+    "2.4": {"divided by d_k": lambda w, d_k: w / d_k, "multiplied by √d_k": lambda w, d_k: w * math.sqrt(d_k),
+            "√d_model, not √d_k": lambda w, d_k: w / math.sqrt(w.shape[0]),
+            "scaled in place": lambda w, d_k: w.div_(math.sqrt(d_k))},
     "3.1": {"queries from the encoder, keys and values from the decoder":
             lambda xd, xe, wq, wk, wv: _cross(xe, xd, wq, wk, wv),
-            "keys from the decoder": lambda xd, xe, wq, wk, wv: _cross(xd, xd, wq, wk, wv, values=xe)},
-    "3.2": {"W^K W^Qᵀ (the transpose)": lambda wq, wk: wk @ wq.T, "W^Q W^Qᵀ": lambda wq, wk: wq @ wq.T},
-    "3.3": {"W^{QK} itself": lambda w: w, "element-wise square root": lambda w: w.clamp_min(0).sqrt()},
-    "3.4": {"(W^V W^O)ᵀ": lambda wv, wo: (wv @ wo).T, "W^V only": lambda wv, wo: wv},
+            "keys from the decoder": lambda xd, xe, wq, wk, wv: _cross(xd, xd, wq, wk, wv, values=xe),
+            "exp without subtracting the max": lambda xd, xe, wq, wk, wv: _naive_softmax_attention(
+                xd @ wq, xe @ wk, xe @ wv),
+            "scaled by √d_model, not √d_k": lambda xd, xe, wq, wk, wv: _softmax_attention(
+                xd @ wq, xe @ wk, xe @ wv, xd.shape[-1] ** -0.5),
+            "softmax over the target tokens": lambda xd, xe, wq, wk, wv: _softmax_attention(
+                xd @ wq, xe @ wk, xe @ wv, wq.shape[-1] ** -0.5, dim=-2)},
+    "3.2": {"W^K W^Qᵀ (the transpose)": lambda wq, wk: wk @ wq.T, "W^Q W^Qᵀ": lambda wq, wk: wq @ wq.T,
+            "the diagonal only": lambda wq, wk: torch.diag((wq * wk).sum(-1)),
+            "d_k hard-coded to 3": lambda wq, wk: wq[:, :3] @ wk[:, :3].T},
+    "3.3": {"W^{QK} itself": lambda w: w, "element-wise square root": lambda w: w.clamp_min(0).sqrt(),
+            "a Cholesky factor (none when the form is singular)": lambda w: torch.linalg.cholesky(w),
+            "the eigenvalues not rooted": _factor_not_rooted,
+            "float32 eigenvalues not clamped (round-off below 0)": _factor_unclamped,
+            "a jitter added to the form in place": _factor_jitter_in_place},
+    "3.4": {"(W^V W^O)ᵀ": lambda wv, wo: (wv @ wo).T, "W^V only": lambda wv, wo: wv,
+            "W^O W^V (the order reversed)": lambda wv, wo: wo @ wv,
+            "d_v hard-coded to 3": lambda wv, wo: wv[:, :3] @ wo[:3]},
     "4.1": {"reshaped without the transpose": lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1),
             "features interleaved across heads":
-            lambda x, h: x.view(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2)},
+            lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2),
+            "a batch of one assumed": lambda x, h: x[0].reshape(x.shape[1], h, -1).transpose(0, 1)[None]},
     "4.2": {"scaled by √d_model": lambda *a: _mha(*a, scale_by_model=True),
-            "in_proj_bias forgotten": lambda *a: _mha(*a, bias=False)},
+            "in_proj_bias forgotten": lambda *a: _mha(*a, bias=False),
+            "exp without subtracting the max": lambda *a: _mha(*a, stable=False),
+            "two heads hard-coded": lambda x, w, b, ow, ob, heads: _mha(x, w, b, ow, ob, 2)},
     "4.3": {"times the number of heads": lambda n, d, h: 2 * n * n * d * h,
-            "multiply-adds, not FLOPs": lambda n, d, h: n * n * d},
+            "multiply-adds, not FLOPs": lambda n, d, h: n * n * d,
+            "one head's count": lambda n, d, h: 2 * n * n * (d // h),
+            "32-bit integers (wrap past 2³¹)": lambda n, d, h: torch.tensor(2, dtype=torch.int32) * n * n * d},
     "4.4": {"heads tiled, not grouped": lambda q, k, v: F.scaled_dot_product_attention(
                 q, k.repeat(1, q.shape[1] // k.shape[1], 1, 1), v.repeat(1, q.shape[1] // k.shape[1], 1, 1)),
             "key-value head 0 for every query head": lambda q, k, v: F.scaled_dot_product_attention(
-                q, k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1))},
+                q, k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1)),
+            "groups of two hard-coded": lambda q, k, v: _gqa(q, k, v, group=2),
+            "exp without subtracting the max": lambda q, k, v: _gqa(q, k, v, stable=False)},
     "5.1": {"upper-left (is_causal)": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(),
             "the diagonal excluded": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q - 1),
             "the future allowed, the past hidden": lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).triu(

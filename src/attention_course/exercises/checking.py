@@ -18,7 +18,8 @@ How the checks are built, so that a correct answer passes on every machine and a
 * properties are checked as well as values (rows sum to one, the future does not leak), in the answer's own
   dtype, and a value is compared by value whatever its type (a Python or NumPy number, a NumPy array, a tensor);
 * one rule on in-place edits, for every exercise: an answer must leave its inputs as they were;
-* each exercise's checks take well under 2 s on a CPU.
+* each exercise's checks take well under 2 s on a CPU; a chapter's **project** (kind ``"project"``, the last
+  exercise of its lab: a real build of twenty lines or more) well under 30 s on two cores.
 
 ``ATTENTION_COURSE_STRICT_EXERCISES=1`` (or ``check(..., strict=True)``) turns a failed or unattempted exercise
 into an :class:`ExerciseFailed` error: the course's tests run every solution that way, and every stub and every
@@ -42,7 +43,7 @@ __all__ = ["check", "exercises", "run_checks"]
 
 #: What a check reports: None when the property holds, else what went wrong (shapes, where, how far off).
 Verdict = str | None
-KINDS = ("derive", "build", "measure")
+KINDS = ("derive", "build", "measure", "project")
 
 
 @dataclass(frozen=True)
