@@ -20,7 +20,7 @@ def softmax_jacobian(p):
 def largest_jacobian_norm(scores):
     # ‖J‖₂ at p = softmax(β s) on a grid of β evenly spaced in log β; J = diag(p) − p pᵀ is symmetric and
     # positive semi-definite, so its spectral norm is its largest eigenvalue (eigvalsh: far faster than an SVD)
-    betas = torch.logspace(-3, 4, 2001, dtype=torch.float64)
+    betas = torch.logspace(-3, 4, 1001, dtype=torch.float64)
     p = torch.softmax(betas[:, None] * scores.double()[None], dim=-1)
     jacobians = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
     norms = torch.linalg.eigvalsh(jacobians)[:, -1]
