@@ -39,3 +39,39 @@ def query_gradient(q, k, v, g):
     # ∂L/∂s_j = p_j (g·v_j − g·o): the softmax's Jacobian applied to the values' scores
     ds = p * (v @ g - out @ g)
     return ds @ k / math.sqrt(d)
+
+
+def attention_by_hand(q, k, v, grad_out):
+    def swap(x):  # transpose the last two axes only: batch and head axes pass through
+        return x.transpose(-2, -1)
+
+    def softmax_over_keys(s):
+        s = s - s.amax(dim=-1, keepdim=True)  # shift each row: exp of at most 0, no overflow
+        e = s.exp()
+        return e / e.sum(dim=-1, keepdim=True)
+
+    def softmax_backward(p, grad_p):
+        # one row at a time this is exercise 1.4's step: ∂L/∂s_j = p_j (∂L/∂p_j − Σ_i p_i ∂L/∂p_i);
+        # the row sum is what every weight gives back, since the weights must still sum to one
+        row_sum = (p * grad_p).sum(dim=-1, keepdim=True)
+        return p * (grad_p - row_sum)
+
+    d, n_k = q.shape[-1], k.shape[-2]
+    if k.shape[-1] != d or v.shape[-2] != n_k:
+        raise ValueError(f"k must be (..., n_k, {d}) and v (..., {n_k}, d_v), got {tuple(k.shape)}, {tuple(v.shape)}")
+
+    # the forward, keeping the weights p: the backward needs them, not the scores
+    scale = 1 / math.sqrt(d)
+    p = softmax_over_keys(q @ swap(k) * scale)  # (..., n_q, n_k)
+    out = p @ v  # (..., n_q, d_v)
+
+    # the backward, from L = Σ grad_out ⊙ out, one operation at a time in reverse
+    # out = p v
+    grad_v = swap(p) @ grad_out  # (..., n_k, d_v): each value collects the upstream gradient its weight sent
+    grad_p = grad_out @ swap(v)  # (..., n_q, n_k)
+    # p = softmax(s), row by row
+    grad_s = softmax_backward(p, grad_p)
+    # s = q kᵀ / √d
+    grad_q = grad_s @ k * scale  # (..., n_q, d)
+    grad_k = swap(grad_s) @ q * scale  # (..., n_k, d)
+    return out, grad_q, grad_k, grad_v
