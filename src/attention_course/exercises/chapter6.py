@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -194,4 +195,154 @@ def _window_mask(answer, g):  # noqa: ANN001, ANN202
 
 register("6.4", "a sliding-window mask", "build", "sliding_window_mask", [
     Check("query i sees keys j with i − window < j ≤ i (the window counts the query itself)", _window_mask),
+])
+
+
+# ------------------------------------------------------------------------------------------ 6.5, the project
+def _flash64(q, k, v, grad_out, block_q, block_k, causal):  # noqa: ANN001, ANN202
+    """The float64 oracle, live: PyTorch's attention and autograd's gradients, and each row's log-sum-exp."""
+    import torch.nn.functional as F
+
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # upper left, as masks.causal_mask
+        grads = torch.autograd.grad(out, (q, k, v), grad_out)
+    s = q.detach() @ k.detach().transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], alignment="upper_left"), -math.inf)
+    return out.detach(), torch.logsumexp(s, -1), *grads
+
+
+def _flash_inputs(g: torch.Generator, batch: int, heads: int, n_q: int, n_k: int, d: int, d_v: int,
+                  spread: float = 1.0) -> list[torch.Tensor]:
+    """q, k, v and grad_out, (batch, heads, n, width), float32 from the check's generator; q times ``spread``."""
+    q = torch.randn(batch, heads, n_q, d, generator=g) * spread
+    return [q, *(torch.randn(batch, heads, n, w, generator=g) for n, w in ((n_k, d), (n_k, d_v), (n_q, d_v)))]
+
+
+def _flash_typical(g: torch.Generator) -> list[tuple]:
+    return [(*_flash_inputs(g, 1, 1, 12, 12, 8, 8), 4, 4, False),
+            (*_flash_inputs(g, 1, 2, 16, 16, 8, 6, spread=2.0), 4, 8, True),
+            (*_flash_inputs(g, 2, 1, 10, 14, 4, 4), 4, 4, False)]
+
+
+def _flash_extreme(g: torch.Generator) -> list[tuple]:
+    hundreds = _flash_inputs(g, 1, 2, 9, 11, 8, 4, spread=100.0)  # scores in the hundreds
+    # rows whose maxima differ by thousands: each key's last coordinate is 1, so query i's last coordinate adds the
+    # same offset (thousands) to all its scores, and the softmax within the row stays as spread as ever
+    q, k, v, do = _flash_inputs(g, 1, 2, 10, 12, 5, 3)
+    k[..., -1] = 1.0
+    q[..., -1] = torch.randn(1, 2, 10, generator=g) * 1500 * math.sqrt(5)
+    # scores that rise from key block to key block (by ~30 per key): a max kept from an earlier block overflows
+    rising = torch.arange(1.0, 13.0)[:, None] * 30
+    up = _flash_inputs(g, 1, 1, 8, 12, 6, 3)
+    up[0], up[1] = up[0].abs(), up[1].abs() * rising
+    return [(*hundreds, 3, 4, False), (q, k, v, do, 4, 3, False), (*up, 4, 3, False), (*up, 3, 4, True)]
+
+
+def _flash_unusual(g: torch.Generator) -> list[tuple]:
+    return [(*_flash_inputs(g, 2, 3, 9, 11, 5, 3), 4, 5, False),  # batch and heads; n not a multiple of the blocks
+            (*_flash_inputs(g, 1, 2, 7, 13, 4, 2), 3, 5, True),  # causal, fewer queries than keys
+            (*_flash_inputs(g, 1, 1, 13, 5, 4, 3), 4, 2, True),  # causal, more queries than keys
+            (*_flash_inputs(g, 1, 1, 5, 1, 3, 2), 2, 4, False),  # a single key, a block larger than the keys
+            (*_flash_inputs(g, 1, 1, 3, 4, 3, 1), 1, 1, True),  # blocks of one query and one key; d_v = 1
+            (*_flash_inputs(g, 2, 1, 5, 7, 2, 3), 16, 32, True)]  # blocks larger than n
+
+
+_FLASH_PARTS = ("out", "lse", "dq", "dk", "dv")
+
+
+def _flash_agrees(cases: Callable[[torch.Generator], list[tuple]], family: str) -> Callable:
+    def run(answer, g):  # noqa: ANN001, ANN202
+        for number, args in enumerate(cases(g), 1):
+            kept = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            got = answer(*args)
+            shapes = ", ".join(str(tuple(a.shape)) for a in kept[:4])
+            where = f"{family} inputs, case {number} (q, k, v, grad_out {shapes}; blocks {args[4]}×{args[5]}" + (
+                ", causal)" if args[6] else ")")
+            if not (isinstance(got, (tuple, list)) and len(got) == len(_FLASH_PARTS)):
+                return f"{where}: the answer should be a tuple (out, lse, dq, dk, dv), got {describe(got)}"
+            want = _flash64(*(a.double() if isinstance(a, torch.Tensor) else a for a in kept))
+            for name, got_part, want_part in zip(_FLASH_PARTS, got, want, strict=True):
+                # float32 rounds each score to ~6e-8 of its size, and the weights inherit that absolute error:
+                # the tolerance grows with the largest score and with the part's own size
+                tol = 5e-5 * (1 + float(want[1].abs().max()) / 50)
+                verdict = compare(got_part, want_part, atol=tol * (1 + float(want_part.abs().max())), what=name)
+                if verdict:
+                    return f"{where}: {verdict}"
+            if changed_inputs(args, kept):
+                return f"{where}: the answer changed its inputs in place"
+        return None
+
+    return run
+
+
+def _watch_tiles(answer, args: tuple, tiles: set[tuple[int, int]], limit: int) -> dict:  # noqa: ANN001
+    """Run ``answer(*args)`` under a dispatch mode (a hook that sees each operation PyTorch runs, as 6.2's check):
+    what its operations made — tensors of ``limit`` numbers or more, tiles (last two dimensions in ``tiles``), the
+    most tiles alive at once — and whether it called PyTorch's fused attention."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: dict = {"big": [], "fused": [], "tiles": 0, "most": 0}
+    alive: list[weakref.ref] = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            out = func(*args, **(kwargs or {}))
+            name = func.__name__.split(".")[0]
+            if "attention" in name:  # PyTorch's fused attention, forward or backward
+                seen["fused"].append(name)
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                if t.numel() >= limit:
+                    seen["big"].append((tuple(t.shape), name))
+                if t.ndim >= 2 and tuple(t.shape[-2:]) in tiles:
+                    seen["tiles"] += 1
+                    alive.append(weakref.ref(t))
+            alive[:] = [r for r in alive if r() is not None]
+            seen["most"] = max(seen["most"], len(alive))
+            return out
+
+    with Watch():
+        answer(*args)
+    return seen
+
+
+def _flash_memory(answer, g):  # noqa: ANN001, ANN202
+    """Every tensor the answer's PyTorch operations make, in both passes: none as large as the scores of a tile of
+    queries against all the keys (or of all the queries against a block of keys), tiles of block_q × block_k scores
+    made, no more than a few of them alive at once (autograd through a tiled loop keeps every one), and no fused
+    attention."""
+    batch, heads, n_q, n_k, d, d_v, block_q, block_k = 1, 2, 48, 40, 2, 3, 8, 5
+    limit = batch * heads * min(block_q * n_k, n_q * block_k)  # inputs and outputs hold at most 288 numbers
+    for causal in (False, True):
+        args = (*_flash_inputs(g, batch, heads, n_q, n_k, d, d_v), block_q, block_k, causal)
+        seen = _watch_tiles(answer, args, {(block_q, block_k), (block_k, block_q)}, limit)
+        where = f"causal = {causal}, q {tuple(args[0].shape)}, k {tuple(args[1].shape)}, blocks {block_q}×{block_k}"
+        if seen["fused"]:
+            return f"{where}: the answer called PyTorch's fused attention ({seen['fused'][0]})"
+        if seen["big"]:
+            shape, name = seen["big"][0]
+            return (f"{where}: an operation ({name}) made a tensor of shape {shape}, as large as the scores of "
+                    f"{block_q} queries against all {n_k} keys or more")
+        if not seen["tiles"]:
+            return f"{where}: no PyTorch operation made a tile of {block_q} × {block_k} scores"
+        if seen["most"] > 24:  # a streaming answer holds about ten: scores, weights, their gradients, a mask
+            return (f"{where}: {seen['most']} tiles of scores were alive at once: the tiles are kept (autograd "
+                    "through the loop keeps every one for its backward pass), not recomputed")
+    return None
+
+
+register("6.5", "FlashAttention's forward and backward passes, tile by tile", "project", "flash_forward_backward", [
+    Check("equals attention and its gradients (float64 oracle: out, lse, dq, dk, dv), leaving the inputs "
+          "unchanged: typical inputs", _flash_agrees(_flash_typical, "typical")),
+    Check("the same with scores in the hundreds, row maxima thousands apart, scores rising from key block to key "
+          "block", _flash_agrees(_flash_extreme, "extreme")),
+    Check("the same with batch and heads, n not a multiple of the blocks, n_q ≠ n_k (causal, upper left), one "
+          "key, blocks of one and blocks larger than n", _flash_agrees(_flash_unusual, "unusual shapes")),
+    Check("memory-bounded in both passes: never a tensor as large as one query tile against all keys, tiles of "
+          "block_q × block_k scores, a few alive at a time, no fused attention", _flash_memory),
 ])
