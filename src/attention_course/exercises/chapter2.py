@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Sequence
+from types import FrameType
 
 import numpy as np
 import torch
 
 from .._checks import describe
-from .checking import Check, agrees, as_values, compare, randn, register
+from .checking import Check, Verdict, agrees, as_values, compare, randn, register
 
 __all__: list[str] = []
 
@@ -173,4 +176,197 @@ register("2.4", "fold the scale into W^Q", "build", "fold_scale", [
     agrees("equals the reference W', the input left as it was: typical, weights in the hundreds and d_k = 1024, "
            "odd widths", _fold_cases, lambda w, d_k: w / math.sqrt(d_k), atol=1e-6, rtol=1e-6),
     Check("(X W')(X W^K)ᵀ equals the scaled scores (X W^Q)(X W^K)ᵀ / √d_k", _same_scores),
+])
+
+
+# ------------------------------------------------------------------------------------------ 2.5, the project
+#: The three statistics of a width, in the order of a curve's columns.
+_STATISTICS = ("the mean entropy", "the mean largest weight", "the mean ‖J‖_F")
+#: Absolute tolerance on each statistic (all three are O(1)). A float32 answer's error comes mostly from its float32
+#: q kᵀ: at d_k = 4096 an unscaled score of size ~100 is off by ~1e-5, which moves a nearly tied row's statistics
+#: by about as much; over 40 seeds of every case below, the solution's largest error was 2e-6 (AVX2 and
+#: ATEN_CPU_CAPABILITY=default). Every wrong formula or draw the project's tests try is off by 3e-2 or more, or NaN.
+_PROJECT_TOL = 1e-4
+
+
+def _saturation64(d_ks: Sequence[int], n_keys: int, rows: int, seed: int) -> torch.Tensor:
+    """The oracle, live: the statement's draws from a generator seeded with ``seed`` (per width, q then k, float32)
+    and the three statistics of each width in float64. Returns ``(2, len(d_ks), 3)``: scaled, then unscaled."""
+    g = torch.Generator().manual_seed(seed)
+    curves = torch.empty(2, len(d_ks), 3, dtype=torch.float64)
+    for i, d_k in enumerate(d_ks):
+        q = torch.randn(rows, int(d_k), generator=g, dtype=torch.float32)
+        k = torch.randn(n_keys, int(d_k), generator=g, dtype=torch.float32)
+        raw = q.double() @ k.double().T
+        for j, scale in enumerate((1 / math.sqrt(d_k), 1.0)):
+            log_p = torch.log_softmax(raw * scale, dim=-1)
+            p = log_p.exp()
+            jacobian = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
+            curves[j, i] = torch.stack([-(p * log_p).sum(-1).mean(), p.amax(-1).mean(),
+                                        torch.linalg.matrix_norm(jacobian).mean()])
+    return curves
+
+
+def _as_curve(x: object) -> object:
+    """A curve as a tensor when it is a tensor, a NumPy array or a nested list of numbers; else unchanged."""
+    if isinstance(x, (list, tuple)):
+        try:
+            return torch.from_numpy(np.asarray(x, dtype=np.float64))
+        except (TypeError, ValueError):
+            return x
+    return as_values(x, torch.empty(0))
+
+
+def _two_curves(got: object, d_ks: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """The answer's (scaled, unscaled) as tensors of shape (len(d_ks), 3), or why not."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"the answer should return a pair (scaled, unscaled), got {describe(got)}"
+    curves = []
+    for name, curve in zip(("scaled", "unscaled"), got, strict=True):
+        curve = _as_curve(curve)
+        if not isinstance(curve, torch.Tensor) or tuple(curve.shape) != (len(d_ks), 3):
+            return (f"the {name} curve should be a tensor of shape ({len(d_ks)}, 3), one row per width, got "
+                    f"{describe(curve)}")
+        curves.append(curve)
+    return curves[0], curves[1]
+
+
+def _curves_off(got: tuple[torch.Tensor, torch.Tensor], want: torch.Tensor, d_ks: Sequence[int]) -> Verdict:
+    """Where the answer's curves differ most from the oracle's (the width and the statistic), beyond the
+    tolerance; None if nowhere."""
+    for name, curve, reference in zip(("scaled", "unscaled"), got, want, strict=True):
+        diff = (curve.double() - reference).abs().nan_to_num(math.inf)
+        if bool((diff > _PROJECT_TOL).any()):
+            i, j = divmod(int(diff.argmax()), 3)
+            nan = " (NaN or inf in the answer)" if not bool(torch.isfinite(curve).all()) else ""
+            return (f"the {name} curve at d_k = {d_ks[i]}: {_STATISTICS[j]} is off by {float(diff[i, j]):.2e}"
+                    f"{nan} (tolerance {_PROJECT_TOL:.0e})")
+    return None
+
+
+def _saturation_cases(g: torch.Generator) -> dict[str, list[tuple]]:
+    """(d_ks, n_keys, rows, seed of the answer's generator) by family."""
+    def seed() -> int:
+        return int(torch.randint(2**31 - 1, (1,), generator=g))
+
+    return {"typical": [([4, 16, 64, 256], 64, 128, seed()), ([8, 32, 128], 16, 100, seed())],
+            # d_k = 4096: unscaled scores in the hundreds (exp overflows float32 past 88) and weights that
+            # underflow to exactly 0; 64 rows of 64 keys (a square of scores), and 256 keys
+            "extreme": [([1024, 4096], 64, 64, seed()), ([4096], 256, 16, seed())],
+            # d_k = 1 and odd widths, one key, two keys, one row, a tuple not in increasing order
+            "unusual shapes": [([1, 2, 3, 7, 33], 5, 9, seed()), ([5], 1, 4, seed()), ((7, 1, 33), 2, 1, seed())]}
+
+
+def _same_draws_same_values(answer, g):  # noqa: ANN001, ANN202
+    for family, cases in _saturation_cases(g).items():
+        for number, (d_ks, n_keys, rows, seed) in enumerate(cases, 1):
+            given = list(d_ks) if isinstance(d_ks, list) else d_ks
+            got = answer(given, n_keys, rows, torch.Generator().manual_seed(seed))
+            where = f"{family} inputs, case {number} (d_ks {tuple(d_ks)}, n_keys {n_keys}, rows {rows})"
+            curves = _two_curves(got, d_ks)
+            if isinstance(curves, str):
+                return f"{where}: {curves}"
+            verdict = _curves_off(curves, _saturation64(d_ks, n_keys, rows, seed), d_ks)
+            if verdict:
+                return (f"{where}: {verdict}; the check redraws q, then k, width by width, from a generator "
+                        "seeded as yours")
+            if list(given) != list(d_ks):
+                return f"{where}: the answer changed d_ks in place"
+    return None
+
+
+#: The property check's widths: factors of 4 apart, so that each step of the unscaled curves is far beyond the
+#: sampling noise of 1024 rows (below).
+_PROPERTY_WIDTHS = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def _flat_and_saturating(answer, g):  # noqa: ANN001, ANN202
+    # Thresholds from 200 seeds of the float64 oracle at these settings (32 keys, 1024 rows). From d_k = 16 on,
+    # the scaled curves' range (largest minus smallest) averaged 0.034 nats, 0.010 and 0.004 (at most 0.11,
+    # 0.029, 0.013), against 0.25, 0.08 and 0.04 allowed, while the unscaled curves move by 1.1 nats, 0.35 and
+    # 0.26 over the same widths. Each factor-4 step moved the unscaled entropy down (from d_k = 4 on), the
+    # largest weight up (from 4) and ‖J‖_F down (from 16) by at least 5.6 standard deviations over the seeds
+    # (mean step / its standard deviation); at 4096 the unscaled ‖J‖_F was at most 0.16 of the scaled one.
+    n_keys, rows, seed = 32, 1024, int(torch.randint(2**31 - 1, (1,), generator=g))
+    where = f"typical inputs (d_ks {_PROPERTY_WIDTHS}, n_keys {n_keys}, rows {rows})"
+    curves = _two_curves(answer(list(_PROPERTY_WIDTHS), n_keys, rows, torch.Generator().manual_seed(seed)),
+                         _PROPERTY_WIDTHS)
+    if isinstance(curves, str):
+        return f"{where}: {curves}"
+    scaled, unscaled = (c.double() for c in curves)  # the answer's own numbers
+    bounds = torch.tensor([[0.0, math.log(n_keys)], [1 / n_keys, 1.0], [0.0, 0.5]], dtype=torch.float64)
+    for name, curve in (("scaled", scaled), ("unscaled", unscaled)):
+        inside = (curve >= bounds[:, 0] - 1e-6) & (curve <= bounds[:, 1] + 1e-6)
+        if not bool(inside.all()):
+            i, j = divmod(int((~inside).int().argmax()), 3)
+            return (f"{where}: the {name} curve at d_k = {_PROPERTY_WIDTHS[i]}: {_STATISTICS[j]} = "
+                    f"{float(curve[i, j]):.4g} lies outside [{float(bounds[j, 0]):.4g}, {float(bounds[j, 1]):.4g}]")
+    if not bool(((scaled[0] - unscaled[0]).abs() <= 1e-6).all()):
+        return f"{where}: at d_k = 1 the scaled and the unscaled curves differ (√1 = 1, the scores are the same)"
+    spread = scaled[2:].amax(0) - scaled[2:].amin(0)
+    for j, allowed in enumerate((0.25, 0.08, 0.04)):
+        if float(spread[j]) > allowed:
+            return f"{where}: the scaled curve is not flat from d_k = 16 on: {_STATISTICS[j]} moves by " \
+                   f"{float(spread[j]):.3g} (at most {allowed} expected)"
+    for j, first, sign, verb in ((0, 1, -1.0, "fall"), (1, 1, 1.0, "rise"), (2, 2, -1.0, "fall")):
+        column = unscaled[first:, j]  # from d_k = 4 (entropy, largest weight) or 16 (‖J‖_F) on
+        ok = sign * (column[1:] - column[:-1]) > 0
+        if not bool(ok.all()):
+            at = first + int((~ok).int().argmax())
+            return (f"{where}: unscaled, {_STATISTICS[j]} should {verb} from d_k = {_PROPERTY_WIDTHS[at]} to "
+                    f"{_PROPERTY_WIDTHS[at + 1]}, got {float(unscaled[at, j]):.4g} then "
+                    f"{float(unscaled[at + 1, j]):.4g}")
+    if float(unscaled[-1, 2]) > 0.25 * float(scaled[-1, 2]):
+        return f"{where}: at d_k = 4096 the unscaled ‖J‖_F should be below a quarter of the scaled one"
+    return None
+
+
+#: The ready-made softmaxes the project rules out, by name: torch's functions and tensor methods, torch.special's
+#: (``special_softmax`` ...), torch.nn.functional's, and the course's own ``softmax``.
+_READY_MADE = ("softmax", "log_softmax", "logsumexp")
+
+
+def _ready_made_call(frame: FrameType, event: str, arg: object) -> str | None:
+    """The ready-made softmax a profiler event calls ("torch.softmax"), or None."""
+    if event == "c_call":  # a builtin: torch.softmax, Tensor.softmax, torch.special.logsumexp
+        name = getattr(arg, "__name__", "") or ""
+        owner = getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__
+    elif event == "call":  # Python: torch.nn.functional.softmax, attention_course.softmax
+        name, owner = frame.f_code.co_name, frame.f_globals.get("__name__", "")
+    else:
+        return None
+    name = name.removeprefix("special_")
+    return f"{owner}.{name}" if name in _READY_MADE and str(owner).startswith(("torch", "attention_course")) else None
+
+
+def _writes_its_own_softmax(answer, g):  # noqa: ANN001, ANN202
+    called: list[str] = []
+
+    def watch(frame: FrameType, event: str, arg: object) -> None:
+        found = None if called else _ready_made_call(frame, event, arg)
+        if found:
+            called.append(found)
+
+    seed = int(torch.randint(2**31 - 1, (1,), generator=g))
+    previous = sys.getprofile()
+    sys.setprofile(watch)  # sees every call the answer makes, Python and builtin
+    try:
+        answer([4, 64], 8, 16, torch.Generator().manual_seed(seed))
+    finally:
+        sys.setprofile(previous)
+    if called:
+        return f"the answer called {called[0]}; the project asks for the softmax written out with exp"
+    return None
+
+
+register("2.5", "the saturation curves, measured from scratch", "project", "saturation_curves", [
+    Check("per width, the mean entropy, largest weight and ‖J‖_F of scaled and unscaled scores equal a float64 "
+          "recomputation from the same draws: typical widths, d_k = 4096 (unscaled scores in the hundreds) and "
+          "256 keys, d_k = 1, odd widths, one key, two keys, one row; d_ks left as it was",
+          _same_draws_same_values),
+    Check("the curves stay within their bounds, agree at d_k = 1, the scaled one is flat from d_k = 16 on, and "
+          "the unscaled one saturates: entropy falls, largest weight rises, ‖J‖_F falls (widths 1 to 4096, "
+          "1024 rows)", _flat_and_saturating),
+    Check("writes the softmax out: calls none of torch's softmax, log_softmax and logsumexp, nor the course's "
+          "softmax", _writes_its_own_softmax),
 ])
