@@ -273,7 +273,9 @@ ALTERNATIVES = {
     "6.2": {"tiles over the queries too, in float64": _stream_query_tiles64},
     "6.3": {"a NumPy integer": lambda L, h, d, t, b: np.int64(2) * L * h * d * t * b,
             "a 0-d integer tensor": lambda L, h, d, t, b: torch.tensor(2 * L * h * d * t * b)},
-    "6.4": {"loops": _window_by_loops},
+    "6.4": {"loops": _window_by_loops,
+            "a NumPy bool array": lambda n, w: (np.arange(n)[None, :] <= np.arange(n)[:, None])
+            & (np.arange(n)[None, :] > np.arange(n)[:, None] - w)},
     "7.1": {"NumPy in float64, a loop over the sorted tokens": _top_p_numpy64},
     "7.2": {"log_softmax in float64, a Python float": _bits_by_log_softmax64},
     "7.3": {"an index loop, a tuple": _merge_by_index},

@@ -217,6 +217,26 @@ def _factor_jitter_in_place(w):
     return torch.linalg.cholesky(w.double()).float()
 
 
+def _query_gradient_by_autograd(q, k, v, g):
+    q = q.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = torch.softmax(k @ q / math.sqrt(q.shape[-1]), -1) @ v
+        return torch.autograd.grad(out @ g, q)[0]
+
+
+def _temperature_naive_float32(scores, target):
+    def h(beta):
+        e = torch.exp(beta * scores)  # float32, no max subtracted
+        p = e / e.sum()
+        return float(-(p * torch.log(p.clamp_min(1e-30))).sum())
+
+    low, high = 0.0, 1e6
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if h(mid) > target else (low, mid)
+    return (low + high) / 2
+
+
 MUTANTS = {
     "1.1": {"no 1/√d": lambda q, k, v: _softmax_attention(q, k, v, 1.0),
             "one max for all rows": _one_max_attention,
@@ -227,10 +247,12 @@ MUTANTS = {
             "+‖k‖²/2 (the sign flipped)": lambda k: 0.5 * (k * k).sum(-1),
             "‖k‖/2 (not squared)": lambda k: -0.5 * k.norm(dim=-1)},
     "1.3": {"entropy in bits": _entropy_bits, "the temperature 1/β": _temperature_not_inverse,
-            "bisection on a fixed range β ≤ 100": _temperature_fixed_range},
+            "bisection on a fixed range β ≤ 100": _temperature_fixed_range,
+            "float32 bisection with exp unshifted (overflows past β·s = 88)": _temperature_naive_float32},
     "1.4": {"the −g·o term dropped": lambda q, k, v, g: _grad(q, k, v, g, centred=False),
             "the 1/√d dropped": lambda q, k, v, g: _grad(q, k, v, g, scaled=False),
-            "the gradient through the values instead": lambda q, k, v, g: k.T @ (v @ g) / math.sqrt(q.shape[-1])},
+            "the gradient through the values instead": lambda q, k, v, g: k.T @ (v @ g) / math.sqrt(q.shape[-1]),
+            "autograd, not the chain rule by hand": _query_gradient_by_autograd},
     "2.1": {"d²": lambda d: d**2, "√d": lambda d: d**0.5, "1 (one term's variance)": lambda d: d**0,
             "a new Symbol('d'), not the argument": lambda d: sympy.Symbol("d"),
             "2d (the variance of q · q)": lambda d: 2 * d},
@@ -278,7 +300,8 @@ MUTANTS = {
     "4.3": {"times the number of heads": lambda n, d, h: 2 * n * n * d * h,
             "multiply-adds, not FLOPs": lambda n, d, h: n * n * d,
             "one head's count": lambda n, d, h: 2 * n * n * (d // h),
-            "32-bit integers (wrap past 2³¹)": lambda n, d, h: torch.tensor(2, dtype=torch.int32) * n * n * d},
+            "32-bit integers (wrap past 2³¹)": lambda n, d, h: torch.tensor(2, dtype=torch.int32) * n * n * d,
+            "a float": lambda n, d, h: 2.0 * n * n * d},
     "4.4": {"heads tiled, not grouped": lambda q, k, v: F.scaled_dot_product_attention(
                 q, k.repeat(1, q.shape[1] // k.shape[1], 1, 1), v.repeat(1, q.shape[1] // k.shape[1], 1, 1)),
             "key-value head 0 for every query head": lambda q, k, v: F.scaled_dot_product_attention(

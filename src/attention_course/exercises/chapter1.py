@@ -67,20 +67,29 @@ def _entropy(p: torch.Tensor) -> torch.Tensor:
     return -(p * p.clamp_min(1e-300).log()).sum(-1)
 
 
+#: (scores, fraction of log n wanted, spread of the scores) per family
+_TARGETS = {"typical": [(5, 0.3, 3.0), (10, 0.8, 3.0), (50, 0.5, 3.0)],
+            # scores a thousandth apart (β in the thousands); low targets over wide scores (β·s past exp's range)
+            "extreme": [(20, 0.05, 1e-3), (8, 0.02, 10.0), (12, 0.1, 300.0)],
+            "unusual shapes": [(2, 0.5, 1.0), (3, 0.99, 1.0)]}
+
+
 def _hits_target(answer, g):  # noqa: ANN001, ANN202
-    # the last: scores a thousandth apart and a low target, which needs β in the thousands
-    for n, frac, spread in ((5, 0.3, 3.0), (10, 0.8, 3.0), (50, 0.5, 3.0), (20, 0.05, 1e-3)):
-        s = randn(g, n).double() * spread
-        target = frac * math.log(n)
-        beta = float(answer(s.float(), target))
-        got = float(_entropy(torch.softmax(beta * s, -1)))
-        if not (beta > 0 and abs(got - target) < 1e-3):
-            return f"{n} scores, target {target:.3f} nats: β = {beta:.4g} gives entropy {got:.4f} nats"
+    for family, cases in _TARGETS.items():
+        for n, frac, spread in cases:
+            s = randn(g, n).double() * spread
+            target = frac * math.log(n)
+            beta = float(answer(s.float(), target))
+            got = float(_entropy(torch.softmax(beta * s, -1)))
+            if not (beta > 0 and abs(got - target) < 1e-3):
+                return (f"{family} inputs, {n} scores, target {target:.3f} nats: β = {beta:.4g} gives entropy "
+                        f"{got:.4f} nats")
     return None
 
 
 register("1.3", "the temperature that gives a target entropy", "measure", "temperature_for_entropy", [
-    Check("returns β > 0 with H(softmax(β·s)) within 1e-3 of the target, in nats", _hits_target),
+    Check("returns β > 0 with H(softmax(β·s)) within 1e-3 of the target, in nats: typical scores, scores a "
+          "thousandth apart, low targets over wide scores, two and three keys", _hits_target),
 ])
 
 
@@ -90,11 +99,33 @@ def _query_gradient64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torc
     return q.grad
 
 
+def _one_query_cases(g: torch.Generator) -> dict[str, list[tuple]]:
+    return {"typical": [(randn(g, 8), randn(g, 6, 8), randn(g, 6, 3), randn(g, 3)),
+                        (randn(g, 16), randn(g, 11, 16), randn(g, 11, 16), randn(g, 16))],
+            # scores in the hundreds: the weights must not overflow, and the gradient is tiny but exact
+            "extreme": [(randn(g, 8) * 100, randn(g, 9, 8), randn(g, 9, 4), randn(g, 4))],
+            "unusual shapes": [(randn(g, 5), randn(g, 1, 5), randn(g, 1, 2), randn(g, 2)),  # one key: 0
+                               (randn(g, 7), randn(g, 4, 7), randn(g, 4, 1), randn(g, 1))]}
+
+
+def _one_query_without_autograd(answer, g):  # noqa: ANN001, ANN202
+    args = (randn(g, 8), randn(g, 6, 8), randn(g, 6, 3), randn(g, 3))  # no requires_grad
+    saved = 0
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        saved += 1
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        answer(*args)  # an answer that builds an autograd graph makes autograd save tensors for it
+    return f"autograd saved {saved} tensor(s) while the answer ran: it used autograd" if saved else None
+
+
 register("1.4", "∂L/∂q by hand", "derive", "query_gradient", [
-    agrees("equals autograd's gradient of L = g · attention(q, K, V) for one query q",
-           lambda g: [(randn(g, 8), randn(g, 6, 8), randn(g, 6, 3), randn(g, 3)),
-                      (randn(g, 16), randn(g, 11, 16), randn(g, 11, 16), randn(g, 16))],
-           _query_gradient64, atol=1e-5),
+    agrees("equals autograd's gradient of L = g · attention(q, K, V) for one query q: typical inputs, scores "
+           "in the hundreds, one key, d_v = 1", _one_query_cases, _query_gradient64, atol=1e-5, rtol=1e-4),
+    Check("uses no autograd (the chain rule by hand)", _one_query_without_autograd),
 ])
 
 

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -73,18 +74,18 @@ def _counts_like_flop_counter(answer, g):  # noqa: ANN001, ANN202
             with FlopCounterMode(display=False) as counter:
                 torch.matmul(q, q.transpose(-2, -1))
             got, want = answer(n, d_model, heads), counter.get_total_flops()
-            value = as_values(got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got,
-                              torch.zeros(()))
-            if isinstance(got, bool) or not isinstance(value, torch.Tensor) or value.ndim != 0:
-                return f"{family} inputs: the answer should be a number, got {describe(got)}"
-            if float(value) != want:
+            value = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 and not (
+                got.is_floating_point() or got.dtype == torch.bool) else got
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                return f"{family} inputs: the answer should be an integer (a count), got {describe(got)}"
+            if int(value) != want:
                 return (f"{family} inputs n = {n}, d_model = {d_model}, heads = {heads}: {got} is too "
-                        f"{'small' if float(value) < want else 'large'} for FlopCounterMode's count")
+                        f"{'small' if int(value) < want else 'large'} for FlopCounterMode's count")
     return None
 
 
 register("4.3", "what the heads' scores cost", "measure", "score_flops", [
-    Check("a number equal to FlopCounterMode's count of every head's Q Kᵀ: small sizes, counts past 2³¹, one "
+    Check("an integer equal to FlopCounterMode's count of every head's Q Kᵀ: small sizes, counts past 2³¹, one "
           "token, one feature per head", _counts_like_flop_counter),
 ])
 
