@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import describe
-from .checking import Check, Verdict, agrees, as_values, changed_inputs, compare, randn, register
+from .checking import Check, Verdict, agrees, changed_inputs, compare, randn, register
 
 __all__: list[str] = []
 
