@@ -127,6 +127,23 @@ def _backward_query_tiles_outside(q, k, v, grad_out, block_q, block_k, causal):
     return out, lse, torch.cat(dq_tiles, -2), dk, dv
 
 
+def _all_queries_against_a_block_per_head(q, k, v, grad_out, block_q, block_k, causal):
+    """Right values and tiles, plus, head by head, the scores of all the queries against a key block: each is
+    smaller than the scores of every head at once, but it is what the memory rule forbids."""
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            q[b, h] @ k[b, h, :block_k].T
+    return _flash(q, k, v, grad_out, block_q, block_k, causal)
+
+
+def _autograd_on_each_tile(q, k, v, grad_out, block_q, block_k, causal):
+    """Right values, but a tile's gradient found by autograd: the statement asks for it by hand."""
+    with torch.enable_grad():
+        tile = q[..., :block_q, :].detach().requires_grad_(True)
+        torch.autograd.grad((tile @ k[..., :block_k, :].transpose(-2, -1)).exp().sum(), tile)
+    return _flash(q, k, v, grad_out, block_q, block_k, causal)
+
+
 def _per_head_einsum64(q, k, v, grad_out, block_q, block_k, causal):
     """float64 throughout, einsum, one (batch, head) at a time; the forward pass carries the normalised output and
     its log-sum-exp (merged with logaddexp) in place of (m, ℓ, acc)."""
@@ -178,6 +195,8 @@ MUTANTS = {
         "the last, partial key block dropped": lambda *a: _flash(*a, drop_tail=True),
         "the backward pass on the whole n_q × n_k score matrix": _backward_all_scores,
         "autograd through the tiled forward pass": _autograd_through_tiles,
+        "head by head, all the queries against a key block": _all_queries_against_a_block_per_head,
+        "autograd on each tile's scores": _autograd_on_each_tile,
         "q scaled in place by 1/√d": _scales_q_in_place,
     },
 }
@@ -188,3 +207,4 @@ ALTERNATIVES = {
         "float64, einsum, one (batch, head) at a time, a running log-sum-exp": _per_head_einsum64,
     },
 }
+

@@ -279,7 +279,8 @@ def _flash_agrees(cases: Callable[[torch.Generator], list[tuple]], family: str) 
     return run
 
 
-def _watch_tiles(answer, args: tuple, tiles: set[tuple[int, int]], limit: int) -> dict:  # noqa: ANN001
+def _watch_tiles(answer, args: tuple, tiles: set[tuple[int, int]], limit: int,
+                 too_wide: Callable[[tuple[int, ...]], bool] = lambda shape: False) -> dict:  # noqa: ANN001
     """Run ``answer(*args)`` under a dispatch mode (a hook that sees each operation PyTorch runs, as 6.2's check):
     what its operations made — tensors of ``limit`` numbers or more, tiles (last two dimensions in ``tiles``), the
     most tiles alive at once — and whether it called PyTorch's fused attention."""
@@ -299,7 +300,7 @@ def _watch_tiles(answer, args: tuple, tiles: set[tuple[int, int]], limit: int) -
             for t in out if isinstance(out, (tuple, list)) else (out,):
                 if not isinstance(t, torch.Tensor):
                     continue
-                if t.numel() >= limit:
+                if t.numel() >= limit or too_wide(tuple(t.shape)):
                     seen["big"].append((tuple(t.shape), name))
                 if t.ndim >= 2 and tuple(t.shape[-2:]) in tiles:
                     seen["tiles"] += 1
@@ -318,11 +319,18 @@ def _flash_memory(answer, g):  # noqa: ANN001, ANN202
     queries against all the keys (or of all the queries against a block of keys), tiles of block_q × block_k scores
     made, no more than a few of them alive at once (autograd through a tiled loop keeps every one), and no fused
     attention."""
-    batch, heads, n_q, n_k, d, d_v, block_q, block_k = 1, 2, 48, 40, 2, 3, 8, 5
+    batch, heads, n_q, n_k, d, d_v, block_q, block_k = 1, 2, 48, 40, 2, 3, 8, 7
     limit = batch * heads * min(block_q * n_k, n_q * block_k)  # inputs and outputs hold at most 288 numbers
+
+    def too_wide(shape: tuple[int, ...]) -> bool:
+        """One head's scores of a query tile against all the keys, or of all the queries against a key block (a
+        loop over the heads makes them smaller than ``limit``): inputs, outputs and heads side by side are narrower."""
+        rows, cols = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1] if shape else 1)
+        return any((a == n_k and b >= block_q) or (a == n_q and b >= block_k) for a, b in ((rows, cols), (cols, rows)))
+
     for causal in (False, True):
         args = (*_flash_inputs(g, batch, heads, n_q, n_k, d, d_v), block_q, block_k, causal)
-        seen = _watch_tiles(answer, args, {(block_q, block_k), (block_k, block_q)}, limit)
+        seen = _watch_tiles(answer, args, {(block_q, block_k), (block_k, block_q)}, limit, too_wide)
         where = f"causal = {causal}, q {tuple(args[0].shape)}, k {tuple(args[1].shape)}, blocks {block_q}×{block_k}"
         if seen["fused"]:
             return f"{where}: the answer called PyTorch's fused attention ({seen['fused'][0]})"
@@ -338,6 +346,21 @@ def _flash_memory(answer, g):  # noqa: ANN001, ANN202
     return None
 
 
+def _flash_without_autograd(answer, g):  # noqa: ANN001, ANN202
+    args = (*_flash_inputs(g, 1, 2, 9, 11, 4, 3), 4, 3, False)  # inputs that do not require grad
+    saved = 0
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        saved += 1
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        answer(*args)  # autograd, on a whole pass or on one tile, saves tensors for its backward pass
+    return f"autograd saved {saved} tensor(s) while the answer ran: the backward pass is to be written by hand" \
+        if saved else None
+
+
 register("6.5", "FlashAttention's forward and backward passes, tile by tile", "project", "flash_forward_backward", [
     Check("equals attention and its gradients (float64 oracle: out, lse, dq, dk, dv), leaving the inputs "
           "unchanged: typical inputs", _flash_agrees(_flash_typical, "typical")),
@@ -347,4 +370,5 @@ register("6.5", "FlashAttention's forward and backward passes, tile by tile", "p
           "key, blocks of one and blocks larger than n", _flash_agrees(_flash_unusual, "unusual shapes")),
     Check("memory-bounded in both passes: never a tensor as large as one query tile against all keys, tiles of "
           "block_q × block_k scores, a few alive at a time, no fused attention", _flash_memory),
+    Check("uses no autograd, on the whole or on a tile", _flash_without_autograd),
 ])
