@@ -240,11 +240,12 @@ def _chapters() -> list[str]:
 def _solutions_hidden(page, rel: str) -> list[str]:
     """Each exercise's solution (solutions/chNN.py, included by the site) sits in a closed dropdown: its code is
     hidden until the reader clicks, and then shows the function. A chapter's exercises close its lesson; its lab
-    ("How we know") has none."""
+    ("How we know") ends with one, the chapter's project (issue #41)."""
     dropdowns = page.locator("details.sd-dropdown", has_text="Solution to exercise")
     if rel.endswith("_lab"):
-        return [f"{rel}: a lab with exercises ({dropdowns.count()} solutions)"] if dropdowns.count() else []
-    if dropdowns.count() < 4:
+        if dropdowns.count() != 1:
+            return [f"{rel}: a lab with {dropdowns.count()} solution dropdowns, expected one (its project)"]
+    elif dropdowns.count() < 4:
         return [f"{rel}: {dropdowns.count()} solution dropdowns, expected one per exercise (at least 4)"]
     problems = []
     for i in range(dropdowns.count()):

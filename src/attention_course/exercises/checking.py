@@ -17,7 +17,8 @@ How the checks are built, so that a correct answer passes on every machine and a
   tame inputs does not pass;
 * properties are checked as well as values (rows sum to one, the future does not leak), in the answer's own
   dtype, and a value is compared by value whatever its type (a Python or NumPy number, a NumPy array, a tensor);
-* one rule on in-place edits, for every exercise: an answer must leave its inputs as they were;
+* one rule on in-place edits, for every exercise: an answer must leave its inputs as they were (every call a
+  check makes compares the tensor arguments with copies taken before it);
 * each exercise's checks take well under 2 s on a CPU; a chapter's **project** (kind ``"project"``, the last
   exercise of its lab: a real build of twenty lines or more) well under 30 s on two cores.
 
@@ -28,6 +29,7 @@ plausible wrong answer (``tests/test_exercises.py``).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -123,6 +125,40 @@ def _exercise(key: object) -> Exercise:
     return found[key]
 
 
+class ChangedInputs(RuntimeError):
+    """An answer changed one of its tensor inputs in place (the one rule on in-place edits, for every exercise)."""
+
+
+def _tensors(values: Any) -> list[torch.Tensor]:
+    """The tensors among an answer's arguments, one level into lists, tuples and dicts (3.5's params)."""
+    found = []
+    for value in values:
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+        found.extend(t for t in inner if isinstance(t, torch.Tensor))
+    return found
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(((a == b) | (a != a) & (b != b)).all())
+
+
+def _leaves_its_inputs(answer: Callable) -> Callable:
+    """``answer`` with the one rule on in-place edits enforced at every call a check makes: each tensor argument is
+    compared after the call with a copy taken before it, and a change raises :class:`ChangedInputs`."""
+
+    @functools.wraps(answer)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            kept = [(t, t.detach().clone()) for t in _tensors([*args, *kwargs.values()])]
+        out = answer(*args, **kwargs)
+        with torch.no_grad():
+            if not all(_same(t.detach(), copy) for t, copy in kept):
+                raise ChangedInputs("the answer changed its inputs in place; it must leave them as they were")
+        return out
+
+    return call
+
+
 def run_checks(key: str, answer: Callable, *, seed: int = 0) -> Checklist:
     """Run exercise ``key``'s checks on ``answer``, the learner's function; nothing printed.
 
@@ -134,7 +170,7 @@ def run_checks(key: str, answer: Callable, *, seed: int = 0) -> Checklist:
         TypeError, ValueError: an unknown key, an answer that is not callable, a bad seed.
     """
     exercise = _exercise(key)
-    answer = check_callable("answer", answer, f"the function {exercise.name} the exercise asks for")
+    answer = _leaves_its_inputs(check_callable("answer", answer, f"the function {exercise.name} the exercise asks for"))
     seed = check_int("seed", seed, low=0)
     result = Checklist(exercise, attempted=True)
     start = time.perf_counter()
