@@ -319,8 +319,8 @@ def _flash_memory(answer, g):  # noqa: ANN001, ANN202
     queries against all the keys (or of all the queries against a block of keys), tiles of block_q × block_k scores
     made, no more than a few of them alive at once (autograd through a tiled loop keeps every one), and no fused
     attention."""
-    batch, heads, n_q, n_k, d, d_v, block_q, block_k = 1, 2, 48, 40, 2, 3, 8, 7
-    limit = batch * heads * min(block_q * n_k, n_q * block_k)  # inputs and outputs hold at most 288 numbers
+    batch, heads, n_q, n_k, d, d_v, block_q, block_k = 1, 2, 48, 84, 2, 3, 8, 7  # twelve key blocks a tile
+    limit = batch * heads * min(block_q * n_k, n_q * block_k)  # inputs and outputs hold at most 504 numbers
 
     def too_wide(shape: tuple[int, ...]) -> bool:
         """One head's scores of a query tile against all the keys, or of all the queries against a key block (a
@@ -340,7 +340,7 @@ def _flash_memory(answer, g):  # noqa: ANN001, ANN202
                     f"{block_q} queries against all {n_k} keys or more")
         if not seen["tiles"]:
             return f"{where}: no PyTorch operation made a tile of {block_q} × {block_k} scores"
-        if seen["most"] > 24:  # a streaming answer holds about ten: scores, weights, their gradients, a mask
+        if seen["most"] > 16:  # a streaming answer holds about six; one that collects a tile's 12 blocks, 24 or more
             return (f"{where}: {seen['most']} tiles of scores were alive at once: the tiles are kept (autograd "
                     "through the loop keeps every one for its backward pass), not recomputed")
     return None
