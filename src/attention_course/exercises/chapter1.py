@@ -8,7 +8,18 @@ import torch
 
 from .._checks import describe
 from ..attention import scaled_dot_product_attention
-from .checking import Check, Verdict, agrees, as_values, changed_inputs, compare, randn, register, where_off
+from .checking import (
+    Check,
+    Verdict,
+    agrees,
+    as_values,
+    autograd_saves,
+    changed_inputs,
+    compare,
+    randn,
+    register,
+    where_off,
+)
 
 __all__: list[str] = []
 
@@ -111,15 +122,7 @@ def _one_query_cases(g: torch.Generator) -> dict[str, list[tuple]]:
 
 def _one_query_without_autograd(answer, g):  # noqa: ANN001, ANN202
     args = (randn(g, 8), randn(g, 6, 8), randn(g, 6, 3), randn(g, 3))  # no requires_grad
-    saved = 0
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal saved
-        saved += 1
-        return t
-
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        answer(*args)  # an answer that builds an autograd graph makes autograd save tensors for it
+    saved, _ = autograd_saves(answer, args)
     return f"autograd saved {saved} tensor(s) while the answer ran: it used autograd" if saved else None
 
 
@@ -290,15 +293,7 @@ def _gradient_sums(answer, g):  # noqa: ANN001, ANN202
 
 def _without_autograd(answer, g):  # noqa: ANN001, ANN202
     args = (randn(g, 2, 5, 8), randn(g, 2, 7, 8), randn(g, 2, 7, 3), randn(g, 2, 5, 3))  # no requires_grad
-    saved = 0
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal saved
-        saved += 1
-        return t
-
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        got = answer(*args)  # an answer that builds an autograd graph makes autograd save tensors for it
+    saved, got = autograd_saves(answer, args)  # an answer that builds a graph makes autograd save tensors for it
     if saved:
         return f"autograd saved {saved} tensor(s) for a backward pass while the answer ran: it used autograd"
     four = _four(got)

@@ -11,7 +11,7 @@ import torch
 from .._checks import describe
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from .checking import Check, agrees, changed_inputs, compare, register
+from .checking import Check, agrees, autograd_saves, changed_inputs, compare, register
 
 __all__: list[str] = []
 
@@ -348,15 +348,7 @@ def _flash_memory(answer, g):  # noqa: ANN001, ANN202
 
 def _flash_without_autograd(answer, g):  # noqa: ANN001, ANN202
     args = (*_flash_inputs(g, 1, 2, 9, 11, 4, 3), 4, 3, False)  # inputs that do not require grad
-    saved = 0
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal saved
-        saved += 1
-        return t
-
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        answer(*args)  # autograd, on a whole pass or on one tile, saves tensors for its backward pass
+    saved, _ = autograd_saves(answer, args)  # autograd, on a whole pass or on one tile, saves tensors
     return f"autograd saved {saved} tensor(s) while the answer ran: the backward pass is to be written by hand" \
         if saved else None
 

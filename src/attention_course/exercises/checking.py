@@ -254,6 +254,22 @@ def compare(got: Any, want: torch.Tensor, *, atol: float, rtol: float = 0.0, wha
 Cases = list[tuple] | dict[str, list[tuple]]
 
 
+def autograd_saves(answer: Callable, args: Sequence[Any]) -> tuple[int, Any]:
+    """``answer(*args)`` with grad mode on and a hook that counts the tensors autograd saves for a backward pass:
+    (that count, the answer's result). Inputs that do not require grad save nothing unless the answer asks
+    autograd for a gradient, so a nonzero count shows that an answer meant to be written by hand used autograd."""
+    saved = 0
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        saved += 1
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = answer(*args)
+    return saved, result
+
+
 def changed_inputs(args: Sequence[Any], kept: Sequence[Any]) -> bool:
     """Whether an answer changed any of its tensor inputs in place (``kept``: clones taken before the call)."""
     return any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(args, kept, strict=True))
