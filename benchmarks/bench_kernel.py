@@ -12,7 +12,7 @@ FlashAttention-2's own (plus 1e-3); then it times forward and forward+backward *
 The results, with their provenance, are written as JSON to ``benchmarks/results/bench_kernel_cuda.json``
 (``--out`` to write elsewhere). A GPU is required: on a machine without one the script says so and exits.
 
-Usage:  python benchmarks/bench_kernel.py                       (bfloat16, the five shapes of SHAPES)
+Usage:  python benchmarks/bench_kernel.py                       (bfloat16, the twelve shapes of SHAPES)
         python benchmarks/bench_kernel.py --dtype float16 --reps 20
 """
 
@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from attention_course.measure import attention_flops, device_name, device_peak_tflops, time_interleaved, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_kernel_cuda.json"
-# (batch, heads, n, d, causal): a long and a short sequence, d 64 and 128, with and without the causal mask
-SHAPES = ((4, 16, 4096, 64, False), (4, 16, 4096, 64, True), (4, 16, 4096, 128, False),
-          (2, 16, 8192, 128, True), (8, 16, 1024, 64, False))
+# (batch, heads, n, d, causal): n from 1,024 to 16,384 at 65,536 tokens a batch, d 64 and 128, causal and not
+SHAPES = tuple((65_536 // n, 16, n, d, causal) for d in (64, 128) for causal in (False, True)
+               for n in (1024, 4096, 16_384))
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 BACKWARD_FACTOR = 2.5  # backward FLOPs / forward FLOPs (FlashAttention's convention: five matrix products vs two)
 
@@ -49,10 +49,15 @@ def implementations(causal: bool) -> dict[str, Callable[..., torch.Tensor]]:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return run
 
-    return {"triton (course)": lambda q, k, v: triton_attention(q, k, v, causal=causal).output,
-            # the same kernels with tiles, warps and pipeline depth timed at the first call (CANDIDATES)
-            "triton (course, autotuned)": lambda q, k, v: triton_attention(q, k, v, causal=causal,
-                                                                          autotune=True).output,
+    def course(**options: bool) -> Callable[..., torch.Tensor]:
+        return lambda q, k, v: triton_attention(q, k, v, causal=causal, **options).output
+
+    # the default tiles and the tuned ones (CANDIDATES, timed at the first call), each with the deterministic
+    # two-pass dQ and with FlashAttention-2's atomic one
+    return {"triton (course)": course(),
+            "triton (course, atomic dQ)": course(deterministic=False),
+            "triton (course, autotuned)": course(autotune=True),
+            "triton (course, autotuned, atomic dQ)": course(autotune=True, deterministic=False),
             "F.sdpa[flash]": pinned(SDPBackend.FLASH_ATTENTION),
             "F.sdpa[mem-efficient]": pinned(SDPBackend.EFFICIENT_ATTENTION),
             "F.sdpa[cuDNN]": pinned(SDPBackend.CUDNN_ATTENTION)}
@@ -89,9 +94,10 @@ def race(batch: int, heads: int, n: int, d: int, causal: bool, dtype: torch.dtyp
     q, k, v = (torch.randn(batch, heads, n, d, generator=gen, device="cuda", dtype=dtype) for _ in range(3))
     fns = implementations(causal)
     err = errors(fns, q[:1], k[:1], v[:1], causal)
-    if not err["triton (course)"] <= 2 * err["F.sdpa[flash]"] + 1e-3:
-        raise AssertionError(f"the kernel's error {err['triton (course)']:.3g} is more than twice "
-                             f"FlashAttention-2's ({err['F.sdpa[flash]']:.3g})")
+    for name in (n for n in err if n.startswith("triton")):
+        if not err[name] <= 2 * err["F.sdpa[flash]"] + 1e-3:
+            raise AssertionError(f"{name}: the kernel's error {err[name]:.3g} is more than twice "
+                                 f"FlashAttention-2's ({err['F.sdpa[flash]']:.3g})")
     leaves = [t.requires_grad_(True) for t in (q, k, v)]
     dout = torch.randn_like(q)
 

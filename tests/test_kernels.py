@@ -15,8 +15,10 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"
 
 import importlib.util  # noqa: E402 -- after the environment variable, on purpose
+import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -25,6 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 from attention_course.flash import flash_attention  # noqa: E402
 from attention_course.kernels import (  # noqa: E402
     SHARED_MEMORY,
+    aot,
     compile_for_gpu,
     flash_triton,
     tiles_for_gpu,
@@ -100,23 +103,24 @@ def test_default_tiles_and_a_given_scale(causal):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
-def _masked_reference(q, k, v, mask):
+def _masked_reference(q, k, v, mask, scale=None):
     """Attention in float64 with an explicit mask (True = may attend), a row that sees no key giving zeros — the
     package's convention (F.sdpa gives NaN there) — with its gradients; grouped keys repeated per query head."""
     group = q.shape[1] // k.shape[1]
     q64, k64, v64 = (t.detach().double().requires_grad_(True) for t in (q, k, v))
-    scores = (q64 @ k64.repeat_interleave(group, 1).transpose(-2, -1)) / q.shape[-1] ** 0.5
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = (q64 @ k64.repeat_interleave(group, 1).transpose(-2, -1)) * scale
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
     return weights @ v64.repeat_interleave(group, 1), (q64, k64, v64)
 
 
-def _check_against(out, q, k, v, mask, *, atol=1e-5):
-    reference, leaves = _masked_reference(q, k, v, mask)
-    torch.testing.assert_close(out.double(), reference, atol=atol, rtol=1e-5)
+def _check_against(out, q, k, v, mask, *, atol=1e-5, rtol=1e-5, scale=None):
+    reference, leaves = _masked_reference(q, k, v, mask, scale)
+    torch.testing.assert_close(out.double(), reference, atol=atol, rtol=rtol)
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(3)).to(out.dtype)
     mine = _grads(out, (q, k, v), grad_out)
     for a, b in zip(mine, _grads(reference, leaves, grad_out.double()), strict=True):
-        torch.testing.assert_close(a.double(), b, atol=atol, rtol=1e-5)
+        torch.testing.assert_close(a.double(), b, atol=atol, rtol=rtol)
 
 
 @needs_triton
@@ -227,6 +231,92 @@ def test_unequal_tiles_causal(block_q, block_k):
 
 @needs_triton
 @needs_interpreter
+@pytest.mark.parametrize(("alignment", "n_q", "n_k", "window", "heads", "kv_heads"), [
+    (False, 33, 45, None, 2, 2), ("upper_left", 45, 45, None, 4, 2), ("lower_right", 45, 37, 9, 2, 2),
+    ("upper_left", 65, 65, 20, 2, 1),
+])
+def test_atomic_dq_gives_the_same_gradients(alignment, n_q, n_k, window, heads, kv_heads):
+    """deterministic=False: FlashAttention-2's order, each dK, dV program adding its dS K into dQ atomically, with
+    no second pass: the same gradients as the deterministic default (to rounding: the additions' order differs)
+    and as float64, on every mask, ragged tiles and grouped heads included."""
+    q, _, _ = _inputs(1, heads, n_q, n_k, 16, seed=n_q + 1)
+    _, k, v = _inputs(1, kv_heads, n_q, n_k, 16, seed=n_k + 2)
+    mask = (causal_mask(n_q, n_k, alignment=alignment, window=window) if alignment
+            else torch.ones(n_q, n_k, dtype=torch.bool))
+    options = dict(causal=alignment, window=window, block_q=16, block_k=16)
+    out, _ = triton_attention(q, k, v, deterministic=False, **options)
+    _check_against(out, q, k, v, mask)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(5))
+    atomic = _grads(triton_attention(q, k, v, deterministic=False, **options).output, (q, k, v), grad_out)
+    two_pass = _grads(triton_attention(q, k, v, **options).output, (q, k, v), grad_out)
+    for a, b in zip(atomic, two_pass, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    half = [t.detach().half().requires_grad_(True) for t in (q, k, v)]
+    out16, _ = triton_attention(*half, deterministic=False, **options)
+    assert _grads(out16, half, torch.ones_like(out16))[0].dtype == torch.float16
+
+
+@needs_triton
+@needs_interpreter
+@pytest.mark.parametrize(("scale", "spread"), [(-0.7, 6.0), (0.0, 6.0), (2.5, 3.0)])
+def test_any_scale_in_the_unmasked_tiles(scale, spread):
+    """The unmasked tiles take each row's maximum from the raw products and form every weight with one FMA: a
+    negative scale makes the largest scaled score the smallest product (NEGATIVE), a zero scale weighs every key
+    alike. Two 16 × 16 tiles seen whole, and a causal square whose tiles below the diagonal are unmasked."""
+    q, k, v = _inputs(1, 2, 32, 32, 16, seed=21)
+    # scaled scores spread over hundreds: exp2 of a score minus the wrong end of a row overflows float32
+    q, k = (t.detach().mul(spread).requires_grad_(True) for t in (q, k))
+    for causal in (False, True):
+        mask = causal_mask(32) if causal else torch.ones(32, 32, dtype=torch.bool)
+        out, _ = triton_attention(q, k, v, causal, scale, block_q=16, block_k=16)
+        _check_against(out, q, k, v, mask, scale=scale, atol=1e-4, rtol=2e-4)  # gradients in the hundreds
+
+
+@needs_triton
+@needs_interpreter
+def test_the_int64_offsets_give_the_same_answers(monkeypatch):
+    """Past 2³¹ elements in one head (n · d), int32 offsets would wrap: the kernels then compute them in int64
+    (LONG). Too large to run here, the variant is forced on a small input (the threshold lowered) and must agree
+    exactly with the int32 one."""
+    assert not flash_triton.needs_int64(2**25 - 1, 1, 64) and flash_triton.needs_int64(2**25, 1, 64)
+    assert flash_triton.needs_int64(1, 2**24, 128)
+    q, k, v = _inputs(1, 2, 33, 40, 16, seed=17)
+    grad_out = torch.randn(1, 2, 33, 16, generator=torch.Generator().manual_seed(1))
+    runs = []
+    for threshold in (flash_triton.INT64_FROM, 1):
+        monkeypatch.setattr(flash_triton, "INT64_FROM", threshold)
+        for deterministic in (True, False):
+            out, lse = triton_attention(q, k, v, causal="lower_right", window=12, block_q=16, block_k=16,
+                                        deterministic=deterministic)
+            runs.append((out, lse, *_grads(out, (q, k, v), grad_out)))
+    for int32, int64 in ((runs[0], runs[2]), (runs[1], runs[3])):
+        for a, b in zip(int32, int64, strict=True):
+            torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_the_grid_is_one_axis_up_to_its_limit():
+    """batch × heads goes on the grid's one axis with the blocks (CUDA's axes 1 and 2 stop at 65,535, which
+    35,000 × 2 would pass): a launch of up to 2³¹ − 1 programs, and a clear error beyond."""
+    assert flash_triton.grid(16, 64, 35_000 * 2) == (70_000,)
+    assert flash_triton.grid(1000, 128, 3) == (8 * 3,)
+    (programs,) = flash_triton.grid(2**20, 16, 2**15 - 1)
+    assert programs == 2**16 * (2**15 - 1) <= flash_triton.MAX_PROGRAMS
+    with pytest.raises(ValueError, match=r"at most 2147483647 programs.*got 65536 blocks × 32768 batch × heads"):
+        flash_triton.grid(2**20, 16, 2**15)
+
+
+def test_lengths_beyond_the_kernels_int32_positions_are_refused():
+    """Positions are int32 in the kernels: more than 2³⁰ of them is refused before anything is allocated
+    (an expanded tensor has the shape without the memory)."""
+    small = torch.zeros(1, 1, 1, 16)
+    huge = small.expand(1, 1, 2**30 + 1, 16)
+    for q, k in ((huge, small), (small, huge)):
+        with pytest.raises(ValueError, match=r"at most 1073741824 positions"):
+            triton_attention(q, k, k)
+
+
+@needs_triton
+@needs_interpreter
 def test_float16_is_close_to_float32():
     """16-bit inputs: scores and sums in float32, the weights rounded to 16 bits before P·V."""
     q, k, v = _inputs(1, 2, 33, 33, 16, seed=3)
@@ -245,15 +335,28 @@ def test_non_contiguous_inputs():
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=2e-6, rtol=1e-5)
 
 
-def test_tile_sizes_follow_the_head_size_and_dtype():
+def test_tile_sizes_follow_the_kernel_the_architecture_the_head_size_and_dtype():
+    """Each kernel has its own tiles per architecture, width and head size (DEFAULT_TILES); block_q and block_k
+    replace the query and the key side in every kernel; BLOCK_D is the head size padded to a power of two ≥ 16."""
     half, single = torch.float16, torch.float32
-    assert flash_triton.tile_sizes(24, half, None, None) == (128, 64, 32, 4)
-    assert flash_triton.tile_sizes(64, torch.bfloat16, None, None) == (128, 64, 64, 4)
-    assert flash_triton.tile_sizes(64, single, None, None) == (64, 32, 64, 4)
-    assert flash_triton.tile_sizes(100, half, None, None) == (64, 64, 128, 4)
-    assert flash_triton.tile_sizes(256, single, None, None) == (16, 16, 256, 4)
-    assert flash_triton.tile_sizes(256, half, 16, 32) == (16, 32, 256, 4)
-    assert flash_triton.tile_sizes(3, half, None, None)[2] == 16  # tl.dot wants sides ≥ 16
+    for arch in (75, 80, 86, 90):
+        for d in (3, 24, 64, 100, 128, 256):
+            for dtype in (half, torch.bfloat16, single):
+                for name in flash_triton.KERNELS:
+                    tiles, block_d = flash_triton.tile_sizes(name, d, dtype, arch)
+                    assert block_d == max(16, 1 << (d - 1).bit_length())
+                    family = 90 if arch >= 90 else 80
+                    width = 32 if dtype == single else 16
+                    assert tiles == flash_triton.DEFAULT_TILES[family, width, max(block_d, 64)][name]
+                    assert tiles.warps in (4, 8) and 2 <= tiles.stages <= 5
+                    assert min(tiles.block_m, tiles.block_n) >= 16
+    tiles, block_d = flash_triton.tile_sizes("dkdv", 256, half, 90, 16, 32)
+    assert (tiles.block_m, tiles.block_n, block_d) == (16, 32, 256)
+    # wider tiles for narrower heads and 16-bit inputs, within each kernel
+    for name in flash_triton.KERNELS:
+        area = [(lambda t: t.block_m * t.block_n)(flash_triton.tile_sizes(name, d, dt, 90)[0])
+                for dt in (half, single) for d in (64, 256)]
+        assert area[0] >= area[1] and area[2] >= area[3] and area[0] >= area[2]
 
 
 @needs_triton
@@ -290,6 +393,28 @@ def test_tiles_too_large_for_the_gpu_are_halved(monkeypatch):
     assert set(flash_triton._FITTED.values()) == {(16, 16)}
 
 
+@needs_triton
+@needs_interpreter
+def test_a_gpu_too_small_for_any_tile_gets_a_clear_error(monkeypatch):
+    """A GPU whose shared memory holds not even 16 × 16 tiles of a kernel (a T4 in float32 at d = 256, imitated:
+    every launch raises triton's OutOfResources): a RuntimeError that names the kernel and the ways out, not
+    triton's own error from deep inside the launch."""
+    kernels = flash_triton.kernels_for(True)
+
+    class NoRoom:
+        def __getitem__(self, grid):
+            def launch(*args, **options):
+                raise kernels.OutOfResources(66_560, 65_536, "shared memory")
+            return launch
+
+    monkeypatch.setattr(kernels, "forward", NoRoom())
+    monkeypatch.setattr(flash_triton, "_FITTED", {})
+    q, k, v = _inputs(1, 1, 17, 17, 16, seed=4)
+    with pytest.raises(RuntimeError, match=r"forward kernel's tiles must fit .* got even 16 × 16 tiles refused at "
+                                           r"head size 16 in torch.float32 .*flash_attention"):
+        triton_attention(q, k, v, block_q=32, block_k=32)
+
+
 def test_autotuning_keeps_the_fastest_candidate_that_fits():
     """fastest() (autotune=True on a GPU): each candidate launched once (compiling it; one too large for shared
     memory raises and is skipped), then timed; the fastest that fits wins, and none fitting raises."""
@@ -313,9 +438,17 @@ def test_autotuning_keeps_the_fastest_candidate_that_fits():
     assert flash_triton.fastest(candidates, run, timer, TooLarge) == (128, 64, 4, 3)
     with pytest.raises(TooLarge):
         flash_triton.fastest(((128, 128, 8, 3),), run, timer, TooLarge)
-    assert all(c[0] * c[1] >= 16 * 16 and c[2] in (4, 8) for cs in flash_triton.CANDIDATES.values() for c in cs)
-    assert all(flash_triton.tile_sizes(d, torch.float16, None, None)[:2] == flash_triton.CANDIDATES[d][0][:2]
-               for d in (64, 128, 256))  # the default tiles are among those timed, first
+    # per kernel, architecture, width and head size; the default tiles first among those timed
+    assert flash_triton.CANDIDATES.keys() == flash_triton.DEFAULT_TILES.keys()
+    for key, per_kernel in flash_triton.CANDIDATES.items():
+        assert per_kernel.keys() == set(flash_triton.KERNELS)
+        for name, candidates in per_kernel.items():
+            assert candidates[0] == flash_triton.DEFAULT_TILES[key][name]
+            assert len(set(candidates)) == len(candidates)
+            assert all(c.block_m * c.block_n >= 16 * 16 and c.warps in (4, 8) for c in candidates)
+    # tuned once per length bucket: 1,000 and 1,024 positions share one, 16,000 has its own
+    assert flash_triton.length_bucket(1000) == flash_triton.length_bucket(1024) == 1024
+    assert flash_triton.length_bucket(16_000) == 16_384 and flash_triton.length_bucket(1) == 1024
 
 
 @needs_triton
@@ -328,13 +461,22 @@ def test_the_kernels_compile_for_an_a100_without_one():
     assert "ex2.approx" in compiled.ptx  # exp2: one instruction per weight
 
 
+@needs_triton
+def test_the_compiled_kernels_read_one_grid_axis():
+    """Compiled for sm_90, each kernel reads its program's place from the grid's first axis only (%ctaid.x), so
+    no grid axis with a 65,535 limit ever holds batch × heads."""
+    for compiled in compile_for_gpu(90, torch.float16, 64, kernels=("forward", "dkdv", "dq")):
+        assert "%ctaid.x" in compiled.ptx, compiled.kernel
+        assert "%ctaid.y" not in compiled.ptx and "%ctaid.z" not in compiled.ptx, compiled.kernel
+
+
 def test_the_forward_kernel_has_an_unmasked_and_a_masked_loop():
     """Each loop runs in parts, the tiles every row sees whole (no mask) and the few that need one: compiled for
     sm_90, the forward kernel holds the tile's body twice (three times with a window) — as many times the exp2
-    instructions one tile needs (BLOCK_M · BLOCK_N weights over 128 threads) — and its tensor-core products are
+    instructions one tile needs (BLOCK_M · BLOCK_N weights over 32 threads a warp) — and its tensor-core products are
     Hopper's asynchronous wgmma."""
     (compiled,) = compile_for_gpu(90, torch.bfloat16, 64, causal=True, kernels=("forward",))
-    per_tile = compiled.block_m * compiled.block_n // 128
+    per_tile = compiled.block_m * compiled.block_n // (32 * compiled.warps)  # weights per thread
     assert compiled.ptx.count("ex2.approx") >= 2 * per_tile
     assert "wgmma.mma_async" in compiled.ptx
     # with a window: the window's edge, the interior and the diagonal, three copies of the tile's body
@@ -343,13 +485,90 @@ def test_the_forward_kernel_has_an_unmasked_and_a_masked_loop():
 
 
 def test_the_kernels_compile_for_a_t4_and_their_tiles_shrink_to_fit_it():
-    """sm_75 (the T4, Colab's GPU) has 64 KiB of shared memory per program: the dK, dV kernel's default 16-bit tiles
-    at d = 64 need more (tiles_for_gpu returns the default tiles when they fit), so they are halved, as a launch
-    would halve them, until they fit."""
-    (fitted,) = tiles_for_gpu(75, torch.float16, 64, kernels=("dkdv",))
+    """sm_75 (the T4, Colab's GPU) has 64 KiB of shared memory per program and takes the A100's default tiles: the
+    16-bit forward kernel's at d = 64 need more, so tiles_for_gpu halves them, as a launch would, until they fit —
+    and not further (tiles_for_gpu returns the default tiles where they fit)."""
+    (default,) = compile_for_gpu(75, torch.float16, 64, kernels=("forward",))
+    assert default.shared_bytes > SHARED_MEMORY[75]
+    (fitted,) = tiles_for_gpu(75, torch.float16, 64, kernels=("forward",))
     assert ".target sm_75" in fitted.ptx and fitted.shared_bytes <= SHARED_MEMORY[75]
-    block_m, block_n, _, _ = flash_triton.tile_sizes(64, torch.float16, None, None)
-    assert (fitted.block_m, fitted.block_n) == flash_triton.halve_tiles(block_m, block_n)  # one halving
+    steps = [(default.block_m, default.block_n)]
+    while steps[-1] != (fitted.block_m, fitted.block_n):
+        assert max(steps[-1]) > 16, steps
+        steps.append(flash_triton.halve_tiles(*steps[-1]))
+    (before,) = compile_for_gpu(75, torch.float16, 64, kernels=("forward",), block_q=steps[-2][0],
+                                block_k=steps[-2][1])
+    assert before.shared_bytes > SHARED_MEMORY[75]  # the step before did not fit
+
+
+TILES_RECORD = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "kernel_tiles.json"
+
+
+def test_no_default_kernel_spills_on_an_a100_or_an_h100():
+    """benchmarks/kernel_tiles.py compiled every kernel at its default tiles, as a launch specialises it, for sm_80
+    and sm_90, three dtypes, head sizes 64, 128 and 256 and every variant a model launches (no mask, causal,
+    window, atomic dQ): the record covers today's DEFAULT_TILES (tests/test_results_files.py holds it to today's
+    code), no kernel spills a register to memory, every one fits the GPU's shared memory, and the dK, dV kernel
+    (the transposed form) writes nothing into shared memory inside its loops in 16-bit on sm_90 at d ≤ 128, unless
+    it adds into dQ."""
+    record = json.loads(TILES_RECORD.read_text())
+    rows = record["results"]["rows"]
+    settings = record["settings"]
+    assert set(settings["archs"]) >= {80, 90} and set(settings["heads"]) >= {64, 128, 256}
+    assert set(settings["dtypes"]) >= {"float16", "bfloat16", "float32"}
+    by_case = {(r["arch"], r["dtype"], r["d"], r["kernel"], r["variant"]): r for r in rows}
+    for arch in (80, 90):
+        for name in ("float16", "bfloat16", "float32"):
+            for d in (64, 128, 256):
+                for variant, (kernels, _) in aot.VARIANTS.items():
+                    for kernel in kernels:
+                        row = by_case[arch, name, d, kernel, variant]
+                        tiles, _ = flash_triton.tile_sizes(kernel, d, getattr(torch, name), arch)
+                        assert (*row["tiles"], row["warps"], row["stages"]) == tuple(tiles), row
+    spilled = [r for r in rows if r["spill_bytes"]]
+    assert not spilled, f"default kernels that spill: {spilled}"
+    assert all(r["fits"] and r["registers"] <= 255 and r["tensor_cores"] for r in rows)
+    transposed = [r for r in rows if r["kernel"] == "dkdv" and r["arch"] == 90 and r["d"] <= 128
+                  and r["dtype"] != "float32"]  # Hopper's 16-bit products take a left operand from registers
+    assert len(transposed) == 2 * 2 * len(aot.VARIANTS)
+    assert all(r["loop_stores"] == 0 for r in transposed if "atomic" not in r["variant"])
+    assert all(r["loop_stores"] > 0 for r in transposed if "atomic" in r["variant"])  # dS, into dS K
+
+
+@needs_triton
+def test_the_record_matches_a_compilation_here():
+    """One row of the record compiled live: the dK, dV kernel for an H100 in float16 at d = 64 — registers, spills,
+    shared memory and loop stores as stored (with the Triton that wrote it; another may lay tiles out otherwise),
+    and in any case no spill and no store into shared memory inside its loops."""
+    import triton
+
+    record = json.loads(TILES_RECORD.read_text())
+    (live,) = compile_for_gpu(90, torch.float16, 64, kernels=("dkdv",))
+    assert live.spill_bytes == 0 and live.loop_stores == 0
+    if triton.__version__ == record["settings"]["triton"]:
+        stored = next(r for r in record["results"]["rows"] if (r["arch"], r["dtype"], r["d"], r["kernel"],
+                                                                r["variant"]) == (90, "float16", 64, "dkdv", "no mask"))
+        assert (live.registers, live.spill_bytes, live.shared_bytes, live.loop_stores) == (
+            stored["registers"], stored["spill_bytes"], stored["shared_bytes"], stored["loop_stores"])
+
+
+def test_stores_in_loops_counts_only_writes_inside_a_loop():
+    """aot.stores_in_loops on a small piece of Triton's GPU IR: a tile written to shared memory before the loop is
+    not counted, one written inside it is (local_alloc of a value, local_store), and one in a nested loop too."""
+    ttgir = """
+    %a = ttg.local_alloc %k : (tensor<128x64xf16>) -> !ttg.memdesc<128x64xf16>
+    %e = ttg.local_alloc : () -> !ttg.memdesc<3x32x64xf16>
+    %r:2 = scf.for %i = %c0 to %n step %c32 iter_args(%x = %z) -> (tensor<128x64xf32>) {
+      %p = ttg.local_alloc %pt : (tensor<128x32xf16>) -> !ttg.memdesc<128x32xf16>
+      %s = scf.for %j = %c0 to %m step %c1 iter_args(%y = %x) -> (tensor<128x64xf32>) {
+        ttg.local_store %ds, %buf : tensor<128x32xf16> -> !ttg.memdesc<128x32xf16>
+        scf.yield %y : tensor<128x64xf32>
+      } {tt.num_stages = 3 : i32}
+      scf.yield %s : tensor<128x64xf32>
+    }
+    %b = ttg.local_alloc %v : (tensor<128x64xf16>) -> !ttg.memdesc<128x64xf16>
+    """
+    assert aot.stores_in_loops(ttgir) == 2
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

@@ -288,7 +288,7 @@ def test_seed_range_wants_a_string():
 def test_measured_on_names_a_records_device():
     from attention_course.measure import measured_on, read_results
 
-    assert measured_on(read_results("bench_kernel_cuda", history=True)) == "NVIDIA H200"
+    assert measured_on(read_results("bench_kernel_cuda_v1", history=True)) == "NVIDIA H200"
     assert measured_on({"provenance": {"device": "cpu"}}) == "cpu"
     with pytest.raises(TypeError, match="record must be a dict"):
         measured_on([("provenance", {})])

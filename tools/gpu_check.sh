@@ -47,7 +47,7 @@ benches=${BENCHES-kernel fast mha gpt}  # SKIP_BENCH=1 or BENCHES="": the notebo
 suffix=${SUFFIX:-}
 for b in $benches; do
     case $b in
-    kernel) bench 240 benchmarks/bench_kernel.py --out "$OUT/bench_kernel_cuda$suffix.json" ;;
+    kernel) bench 420 benchmarks/bench_kernel.py --out "$OUT/bench_kernel_cuda$suffix.json" ;;
     fast) bench 60 benchmarks/bench_fast.py compare --device cuda --batch 4 --heads 16 --n 4096 --d 64 \
         --out "$OUT/bench_fast_cuda$suffix.json" ;;
     mha) bench 60 benchmarks/bench_mha.py --device cuda --batch 16 --n 1024 --d-model 1024 --heads 16 \

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attention_course.kernels.aot import SHARED_MEMORY, GpuCompilation, compile_for_gpu, tiles_for_gpu
+from attention_course.kernels.aot import SHARED_MEMORY, GpuCompilation, compile_for_gpu, stores_in_loops, tiles_for_gpu
 
 from . import case
 
@@ -37,4 +37,9 @@ CASES = [
          id="kernels.compile_for_gpu-windowed-type"),
     case(compile_for_gpu, lambda: compile_for_gpu(90, windowed=True), ValueError, arg="windowed", says="causal",
          id="kernels.compile_for_gpu-windowed-not-causal"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, deterministic="no"), TypeError, arg="deterministic",
+         id="kernels.compile_for_gpu-deterministic"),
+    case(compile_for_gpu, lambda: compile_for_gpu(90, n=0), ValueError, arg="n", id="kernels.compile_for_gpu-n"),
+    case(stores_in_loops, lambda: stores_in_loops(b"scf.for"), TypeError, arg="ttgir", says="string",
+         id="kernels.stores_in_loops-bytes"),
 ]

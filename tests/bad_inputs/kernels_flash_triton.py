@@ -54,4 +54,9 @@ CASES = [
          id="kernels.triton_attention-autotune"),
     case(triton_attention, lambda: triton_attention(Q, KV, KV, block_k=8), ValueError, arg="block_k",
          id="kernels.triton_attention-block_k"),
+    case(triton_attention, lambda: triton_attention(Q, KV, KV, deterministic=None), TypeError, arg="deterministic",
+         id="kernels.triton_attention-deterministic"),
+    case(triton_attention, lambda: triton_attention(Q, torch.zeros(1, 2, 1, 16).expand(1, 2, 2**30 + 1, 16),
+                                                    torch.zeros(1, 2, 1, 16).expand(1, 2, 2**30 + 1, 16)),
+         ValueError, arg="q", says="1073741824 positions", id="kernels.triton_attention-too-long"),
 ]
