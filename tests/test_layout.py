@@ -66,3 +66,60 @@ def test_masks_depend_on_no_attention_module():
     assert not any(m.startswith("attention_course.") for m in modules), modules
     checks = {m for m, _ in _imports(PACKAGE / "_checks.py")}
     assert not any(m.startswith("attention_course.") for m in checks), checks
+
+
+#: The longest a class may be, and the layer a lesson shows whole (#43: nanoGPT's CausalSelfAttention is the bar).
+MAX_CLASS_LINES, MAX_FORWARD_LINES = 230, 40
+
+
+@pytest.mark.parametrize("path", LIBRARY + EXPERIMENTS, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_every_class_reads_in_one_sitting(path):
+    """No class over 230 lines; a forward method at most 40, signature and docstring included."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef):
+            lines = node.end_lineno - node.lineno + 1
+            assert lines <= MAX_CLASS_LINES, f"{path.name}: class {node.name} has {lines} lines"
+            for method in node.body:
+                if isinstance(method, ast.FunctionDef) and method.name == "forward" and node.name in (
+                        "MultiHeadAttention",):
+                    lines = method.end_lineno - method.lineno + 1
+                    assert lines <= MAX_FORWARD_LINES, f"{node.name}.forward has {lines} lines"
+
+
+def test_the_exercise_registry_is_not_a_circle():
+    """The chapter modules import checking.py to register their exercises; checking.py imports none of them (the
+    package's __init__ does), so the imports run one way."""
+    exercises = PACKAGE / "exercises"
+    chapters = {f"attention_course.exercises.{p.stem}" for p in exercises.glob("chapter*.py")}
+    assert len(chapters) == 7
+    imported = {m for m, _ in _imports(exercises / "checking.py")}
+    imported |= {f"{m}.{n}" for m, names in _imports(exercises / "checking.py") for n in names}
+    assert not imported & chapters, imported & chapters
+    for chapter in exercises.glob("chapter*.py"):
+        assert "attention_course.exercises.checking" in {m for m, _ in _imports(chapter)}, chapter.name
+
+
+def test_reading_the_package_names_what_exists():
+    """book/reading_the_package.md: every function or class its chapter table tells a learner to read is found in
+    one of the modules that row names, and every module of the library appears on the page."""
+    import importlib
+    import re
+
+    page = (PACKAGE.parents[1] / "book" / "reading_the_package.md").read_text()
+    rows = [line.split("|")[1:-1] for line in page.splitlines() if re.match(r"\| \d\. ", line)]
+    assert len(rows) == 7
+    for _, modules, names in rows:
+        found = [importlib.import_module("attention_course." + m.removesuffix(".py").replace("/", "."))
+                 for m in re.findall(r"`([\w/]+\.py)`", modules)]
+        for name in re.findall(r"`([\w.]+)`", names):
+            if name.endswith(".py"):
+                continue
+            head, *rest = name.split(".")
+            owners = [getattr(m, head) for m in found if hasattr(m, head)]
+            assert owners, f"{name} is in none of {modules.strip()}"
+            obj = owners[0]
+            for part in rest:
+                obj = getattr(obj, part)
+    named = set(re.findall(r"`([\w/]+\.py)`", page))
+    missing = [p.name for p in LIBRARY if p.parent == PACKAGE and p.name not in named and p.name != "__init__.py"]
+    assert not missing, f"modules the page does not place: {missing}"

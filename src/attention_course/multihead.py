@@ -30,12 +30,12 @@ from ._checks import (
     check_device,
     check_dtype,
     check_flag,
-    check_instance,
     check_int,
     check_real,
     check_tensor,
     describe,
 )
+from ._multihead_checks import check_call, check_input
 from .attention import AttentionOutput
 from .kv_cache import KVCache
 
@@ -97,6 +97,28 @@ class MultiHeadAttention(nn.Module):
     Parameters (PyTorch's names, ``(out_features, in_features)`` layout): ``in_proj_weight``
     ``(embed_dim + 2·num_kv_heads·d_k, embed_dim)`` when ``kdim == vdim == embed_dim``, otherwise
     ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight``; ``in_proj_bias``; ``out_proj``.
+
+    Calling it (:meth:`forward`):
+        query: ``(batch, n_q, embed_dim)`` if ``batch_first`` else ``(n_q, batch, embed_dim)``, or ``(n_q,
+            embed_dim)`` unbatched; in the parameters' dtype and on their device.
+        key, value: ``(batch, n_k, kdim|vdim)`` in the same layout; None with a static ``cache``.
+        key_mask: boolean ``(batch, n_k)`` (``(n_k,)`` unbatched), **True = a real key**; with a cache ``n_k`` counts
+            the cached keys and the new ones.
+        attn_mask: boolean ``(n_q, n_k)`` or ``(batch|1, num_heads|1, n_q, n_k)``, **True = may attend**.
+        need_weights: also return the weights; if False, run PyTorch's fused kernel and return None for them.
+        average_attn_weights: average the returned weights over heads (else ``(batch, num_heads, n_q, n_k)``).
+        is_causal: add the causal mask: a query at position ``p`` sees keys at positions ``≤ p``. Without a cache
+            queries and keys both start at 0 (``"upper_left"``, as PyTorch's ``is_causal``); with one the new
+            queries follow the cached keys (``"lower_right"``), see :mod:`attention_course.masks`.
+        cache: a :class:`KVCache` made for this module and this batch (:meth:`new_cache`): the new keys and values
+            are appended to it and all of them attended to; or, static (:meth:`static_cache`), the keys and values
+            to use (then without ``is_causal`` or a rotary hook: those keys have no positions). A call that raises
+            leaves the cache unchanged.
+
+    At the edges: ``batch = 0`` or ``n_q = 0`` give empty results; ``n_k = 0`` and queries whose every key is
+    masked get zero weights and a zero attention output (the output is then ``out_proj``'s bias) on both paths,
+    where ``nn.MultiheadAttention`` gives zeros with ``need_weights=False`` but NaN with ``True``. Validation
+    (:mod:`attention_course._multihead_checks`) reads shapes, dtypes and devices only (this is a hot path).
     """
 
     def __init__(
@@ -184,7 +206,7 @@ class MultiHeadAttention(nn.Module):
         gives a cache of length 0 (every query then gets a zero attention output)."""
         value = key if value is None else value
         for name, t, width in (("key", key, self.kdim), ("value", value, self.vdim)):
-            self._check_input(name, t, width, (3,), "(batch, n_k, features)", self.out_proj.weight)
+            check_input(name, t, width, (3,), "(batch, n_k, features)", self.out_proj.weight)
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"key and value must have the same (batch, n_k), got key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)}")
@@ -219,26 +241,13 @@ class MultiHeadAttention(nn.Module):
             return _split(q, self.num_heads), _split(k, self.num_kv_heads), _split(v, self.num_kv_heads)
         return (self._project_q(query), *self._project_kv(key, value))
 
-    def attend(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor | None,
-        value: torch.Tensor | None,
-        *,
-        key_mask: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
-        need_weights: bool = True,
-        cache: KVCache | None = None,
-    ) -> AttentionOutput:
-        """The paper's computation on batch-first tensors; :meth:`forward` adapts other layouts to it.
-
-        ``query`` ``(batch, n_q, embed_dim)``, ``key``/``value`` ``(batch, n_k, kdim|vdim)`` (None with a static
-        cache), the options as in :meth:`forward`. Returns the output ``(batch, n_q, embed_dim)`` and per-head
-        weights ``(batch, h, n_q, n_k)`` or None. At the edges: as :meth:`forward`.
-        """
+    def attend(self, query: torch.Tensor, key: torch.Tensor | None, value: torch.Tensor | None, *,
+               key_mask: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+               need_weights: bool = True, cache: KVCache | None = None) -> AttentionOutput:
+        """The paper's computation on batch-first tensors, :meth:`forward` without its layouts: ``query``
+        ``(batch, n_q, embed_dim)``, ``key``/``value`` ``(batch, n_k, kdim|vdim)``; per-head weights or None."""
         check_flag("need_weights", need_weights)
-        self._check_call(query, key, value, cache, key_mask, attn_mask, is_causal, batch_first=True, ndims=(3,))
+        check_call(self, query, key, value, cache, key_mask, attn_mask, is_causal, batch_first=True, ndims=(3,))
         return self._attend(query, key, value, key_mask, attn_mask, is_causal, need_weights, cache)
 
     def _attend(self, query, key, value, key_mask, attn_mask, is_causal, need_weights, cache) -> AttentionOutput:
@@ -249,7 +258,7 @@ class MultiHeadAttention(nn.Module):
         else:
             q, k, v = self._project(query, key, value)
         if self.rotary is not None:
-            q, k = (self._rotate(name, t, start) for name, t in (("queries", q), ("keys", k)))
+            q, k = (_rotate(self.rotary, name, t, start) for name, t in (("queries", q), ("keys", k)))
         n_k = start + k.shape[2]  # with a cache that grows, the cached keys and the new ones
         # Causal on absolute positions; with a cache the new queries come last (lower-right: one alone sees every key).
         aligned = "upper_left" if cache is None else ("lower_right" if q.shape[2] > 1 else None)
@@ -271,54 +280,21 @@ class MultiHeadAttention(nn.Module):
                 out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # no allowed key: zeros, never NaN
         return AttentionOutput(self.out_proj(_merge(out)), weights)
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor | None,
-        value: torch.Tensor | None,
-        *,
-        key_mask: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        need_weights: bool = True,
-        average_attn_weights: bool = True,
-        is_causal: bool = False,
-        cache: KVCache | None = None,
-    ) -> AttentionOutput:
-        """Attend from ``query`` to ``key``/``value``; pass the same tensor three times for self-attention.
-
-        Args:
-            query: ``(batch, n_q, embed_dim)`` if ``batch_first`` else ``(n_q, batch, embed_dim)``, or
-                ``(n_q, embed_dim)`` unbatched; in the parameters' dtype and on their device.
-            key, value: ``(batch, n_k, kdim|vdim)`` in the same layout; None with a static ``cache``.
-            key_mask: boolean ``(batch, n_k)`` (``(n_k,)`` unbatched), **True = a real key**; with a cache ``n_k``
-                counts the cached keys and the new ones.
-            attn_mask: boolean ``(n_q, n_k)`` or ``(batch|1, num_heads|1, n_q, n_k)``, **True = may attend**.
-            need_weights: also return the weights; if False, run PyTorch's fused kernel and return None for them.
-            average_attn_weights: average the returned weights over heads (else per head).
-            is_causal: add the causal mask: a query at position ``p`` sees keys at positions ``≤ p``. Without a cache
-                queries and keys both start at 0 (``"upper_left"``, as PyTorch's ``is_causal``); with one the new
-                queries follow the cached keys (``"lower_right"``), see :mod:`attention_course.masks`.
-            cache: a :class:`KVCache` made for this module and this batch: the new keys and values are appended to
-                it and all of them attended to; or, static, the keys and values to use (then without ``is_causal``
-                or a rotary hook: those keys have no positions). A call that raises leaves the cache unchanged.
-
-        Returns:
-            :class:`~attention_course.attention.AttentionOutput` ``(output, weights)``: output in the query's layout;
-            weights ``(batch, n_q, n_k)`` averaged or ``(batch, num_heads, n_q, n_k)`` (no batch dimension when
-            unbatched), or None.
-
-        At the edges: ``batch = 0`` or ``n_q = 0`` give empty results; ``n_k = 0`` and queries whose every key is
-        masked get zero weights and a zero attention output (the output is then ``out_proj``'s bias) on both
-        paths, where ``nn.MultiheadAttention`` gives zeros with ``need_weights=False`` but NaN with ``True``.
-        Validation reads shapes, dtypes and devices only (this is a hot path).
-        """
+    def forward(self, query: torch.Tensor, key: torch.Tensor | None, value: torch.Tensor | None, *,
+                key_mask: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None, need_weights: bool = True,
+                average_attn_weights: bool = True, is_causal: bool = False,
+                cache: KVCache | None = None) -> AttentionOutput:
+        """Attend from ``query`` to ``key``/``value``; pass one tensor three times for self-attention. Layouts,
+        masks, the cache and the edge cases: the class docstring ("Calling it"). Returns
+        :class:`~attention_course.attention.AttentionOutput` ``(output, weights)``: the output in the query's
+        layout; the weights averaged over heads (``average_attn_weights``) or per head, or None."""
         check_flag("need_weights", need_weights)
         check_flag("average_attn_weights", average_attn_weights)
-        batched = self._check_call(query, key, value, cache, key_mask, attn_mask, is_causal, self.batch_first, (2, 3))
-        if not batched:
+        batched = check_call(self, query, key, value, cache, key_mask, attn_mask, is_causal, self.batch_first, (2, 3))
+        if not batched:  # (n, features): a batch of one
             query, key, value = (None if t is None else t.unsqueeze(0) for t in (query, key, value))
             key_mask = key_mask.unsqueeze(0) if isinstance(key_mask, torch.Tensor) else key_mask
-        elif not self.batch_first:
+        elif not self.batch_first:  # (n, batch, features) → (batch, n, features)
             query, key, value = (None if t is None else t.transpose(0, 1) for t in (query, key, value))
         out, weights = self._attend(query, key, value, key_mask, attn_mask, is_causal, need_weights, cache)
         if weights is not None and average_attn_weights:
@@ -327,80 +303,12 @@ class MultiHeadAttention(nn.Module):
             return AttentionOutput(out.squeeze(0), None if weights is None else weights.squeeze(0))
         return AttentionOutput(out if self.batch_first else out.transpose(0, 1), weights)
 
-    # ------------------------------------------------------------------------------------------ checks
-    def _check_input(self, name: str, t: object, width: int, ndims: tuple[int, ...], layout: str,
-                     like: torch.Tensor) -> None:
-        """``t``: a tensor of ``width`` features with ``ndims`` dimensions, in ``like``'s dtype and on its device."""
-        check_tensor(name, t, ndim=ndims, layout=layout)
-        if t.shape[-1] != width:
-            raise ValueError(f"{name} must have {width} features (its last dimension) {layout}, got shape "
-                             f"{tuple(t.shape)}")
-        if t.dtype != like.dtype:
-            raise TypeError(f"{name} must have the parameters' dtype {like.dtype}, got {describe(t)}")
-        if t.device != like.device:
-            raise ValueError(f"{name} must be on the parameters' device {like.device}, got {describe(t)}")
-
-    def _check_call(self, query, key, value, cache, key_mask, attn_mask, is_causal, batch_first, ndims) -> bool:
-        """Validate kinds, shapes, dtypes and devices of a call (never the data: this is the hot path); the masks'
-        kinds and shapes are checked by :func:`attention_course.masks.attention_mask`. Return whether batched."""
-        check_flag("is_causal", is_causal)
-        w = self.out_proj.weight
-        static = cache is not None and check_instance("cache", cache, KVCache).static
-        layout = "(batch, n, features)" if batch_first else "(n, batch, features)"
-        self._check_input("query", query, self.embed_dim, ndims, layout, w)
-        if static:
-            # A static cache holds keys without positions (an encoder's output): causality and rotary positions
-            # between a decoder's queries and those keys mean nothing.
-            if key is not None or value is not None:
-                raise ValueError(f"key and value must be None with a static cache (its keys and values are used), "
-                                 f"got key {describe(key)} and value {describe(value)}")
-            if is_causal or self.rotary is not None:
-                hook = "a" if self.rotary else "no"
-                raise ValueError("a static cache's keys have no positions: is_causal must be False and the module "
-                                 f"must have no rotary hook, got is_causal={is_causal} and {hook} rotary hook")
-        else:
-            self._check_input("key", key, self.kdim, (query.ndim,), layout, w)
-            self._check_input("value", value, self.vdim, (query.ndim,), layout, w)
-            seq, b = (1, 0) if batch_first and query.ndim == 3 else (0, 1)
-            if key.shape[seq] != value.shape[seq]:
-                raise ValueError(f"key and value must have the same length n_k, got key {tuple(key.shape)} and "
-                                 f"value {tuple(value.shape)} in layout {layout}")
-            if query.ndim == 3 and not query.shape[b] == key.shape[b] == value.shape[b]:
-                raise ValueError(f"query, key and value must share the batch size in layout {layout}, got "
-                                 f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-        for name, m in (("key_mask", key_mask), ("attn_mask", attn_mask)):
-            if isinstance(m, torch.Tensor) and m.device != w.device:
-                raise ValueError(f"{name} must be on the parameters' device {w.device}, got {describe(m)}")
-        if cache is not None:
-            batch, seq = (0, 1) if batch_first else (1, 0)
-            self._check_cache(cache, 1 if query.ndim == 2 else query.shape[batch], w)
-            n_new = 0 if static else key.shape[seq if key.ndim == 3 else 0]
-            if cache.length + n_new > cache.capacity:
-                raise ValueError(f"key must fit the cache: it holds {cache.capacity} positions and {cache.length} are "
-                                 f"used, so at most {cache.capacity - cache.length} more; got {n_new}")
-        return query.ndim == 3
-
-    def _rotate(self, name: str, x: torch.Tensor, start: int) -> torch.Tensor:
-        out = self.rotary(x, positions=torch.arange(start, start + x.shape[2], device=x.device))
-        if not isinstance(out, torch.Tensor) or out.shape != x.shape or out.dtype != x.dtype:
-            raise ValueError(f"rotary must return {name} of shape {tuple(x.shape)}, {x.dtype}, got {describe(out)}")
-        return out
-
-    def _check_cache(self, cache: KVCache, batch: int, like: torch.Tensor) -> None:
-        """A cache made for this module (key/value heads, d_k, dtype, device) and this batch."""
-        keys = cache.keys
-        want = (batch, self.num_kv_heads, self.head_dim)
-        if (keys.shape[0], keys.shape[1], keys.shape[3]) != want:
-            raise ValueError(f"cache must hold (batch, num_kv_heads, capacity, d_k) = ({want[0]}, {want[1]}, capacity, "
-                             f"{want[2]}) for this module and this query, got keys of shape {tuple(keys.shape)} "
-                             "(a cache made for another batch or by another module?)")
-        want_dtype = KVCache.dtype_for(like)
-        if keys.dtype != want_dtype:
-            where = "autocast's dtype" if want_dtype != like.dtype else "the parameters' dtype"
-            raise TypeError(f"cache must hold keys in {where} {want_dtype}, got {describe(keys)} (a cache made "
-                            "outside the autocast region that decodes, or inside it for one outside?)")
-        if keys.device != like.device:
-            raise ValueError(f"cache must be on the parameters' device {like.device}, got keys {describe(keys)}")
+def _rotate(rotary: RotaryHook, name: str, x: torch.Tensor, start: int) -> torch.Tensor:
+    """Queries or keys ``x`` ``(batch, heads, n, d_k)`` rotated by ``rotary`` to their positions from ``start``."""
+    out = rotary(x, positions=torch.arange(start, start + x.shape[2], device=x.device))
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape or out.dtype != x.dtype:
+        raise ValueError(f"rotary must return {name} of shape {tuple(x.shape)}, {x.dtype}, got {describe(out)}")
+    return out
 
 
 def _attention_with_weights(

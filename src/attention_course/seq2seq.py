@@ -325,10 +325,7 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"src and tgt must have the same batch size, got src {tuple(src.shape)} and tgt "
                              f"{tuple(tgt.shape)}")
         mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
-        memory = self.transformer.encoder(self._embed(self.src_embed, src), src_key_mask=mask)
-        out = self.transformer.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_key_mask=tgt_key_mask,
-                                       memory_key_mask=mask, tgt_is_causal=True)
-        return self.generator(out)
+        return self.decode(tgt, self.encode(src, mask), memory_key_mask=mask, tgt_key_mask=tgt_key_mask)
 
     @torch.no_grad()
     def attention_maps(

@@ -7,6 +7,7 @@ in the course's ``solutions/`` folder, one click away on the website).
 
 from __future__ import annotations
 
+from . import chapter1, chapter2, chapter3, chapter4, chapter5, chapter6, chapter7  # noqa: F401 -- they register
 from .checking import check, exercises, run_checks
 
 __all__ = ["check", "exercises", "run_checks"]

@@ -110,9 +110,8 @@ def register(key: str, title: str, kind: str, name: str, checks: Sequence[Check]
 
 
 def exercises() -> dict[str, Exercise]:
-    """Every registered exercise by key, in chapter order."""
-    from . import chapter1, chapter2, chapter3, chapter4, chapter5, chapter6, chapter7  # noqa: F401 -- register
-
+    """Every registered exercise by key, in chapter order. The chapter modules register theirs when the package
+    :mod:`attention_course.exercises` imports them (this module imports none of them: they import it)."""
     return dict(sorted(_REGISTRY.items(), key=lambda kv: tuple(int(p) for p in kv[0].split("."))))
 
 
