@@ -415,6 +415,31 @@ def test_a_gpu_too_small_for_any_tile_gets_a_clear_error(monkeypatch):
         triton_attention(q, k, v, block_q=32, block_k=32)
 
 
+@needs_triton
+@needs_interpreter
+def test_autotuning_the_atomic_dq_adds_into_zeros_at_every_launch(monkeypatch):
+    """autotune=True launches each candidate several times (to compile it, then to time it): the dK, dV kernel of
+    deterministic=False adds into dQ, so every launch must start from zeros, or dQ comes out several times too
+    large. The tuning path is forced under the interpreter, its timer a stand-in that runs each candidate twice."""
+    monkeypatch.setattr(flash_triton, "_tunes", lambda x: True)
+    monkeypatch.setattr(flash_triton, "_TUNED", {})
+
+    def twice(fn):
+        fn()
+        fn()
+        return 1.0
+
+    monkeypatch.setattr(flash_triton, "_time", twice)
+    q, k, v = _inputs(1, 2, 33, 33, 16, seed=14)
+    grad_out = torch.randn(1, 2, 33, 16, generator=torch.Generator().manual_seed(2))
+    tuned = _grads(triton_attention(q, k, v, causal=True, autotune=True, deterministic=False).output, (q, k, v),
+                   grad_out)
+    assert any(key[0] == "dkdv" for key in flash_triton._TUNED)  # the tuning path ran
+    plain = _grads(triton_attention(q, k, v, causal=True, block_q=16, block_k=16).output, (q, k, v), grad_out)
+    for a, b in zip(tuned, plain, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_autotuning_keeps_the_fastest_candidate_that_fits():
     """fastest() (autotune=True on a GPU): each candidate launched once (compiling it; one too large for shared
     memory raises and is skipped), then timed; the fastest that fits wins, and none fitting raises."""
@@ -527,7 +552,7 @@ def test_no_default_kernel_spills_on_an_a100_or_an_h100():
                         assert (*row["tiles"], row["warps"], row["stages"]) == tuple(tiles), row
     spilled = [r for r in rows if r["spill_bytes"]]
     assert not spilled, f"default kernels that spill: {spilled}"
-    assert all(r["fits"] and r["registers"] <= 255 and r["tensor_cores"] for r in rows)
+    assert all(r["fits"] and r["tensor_cores"] for r in rows)
     transposed = [r for r in rows if r["kernel"] == "dkdv" and r["arch"] == 90 and r["d"] <= 128
                   and r["dtype"] != "float32"]  # Hopper's 16-bit products take a left operand from registers
     assert len(transposed) == 2 * 2 * len(aot.VARIANTS)

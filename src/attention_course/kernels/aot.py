@@ -158,7 +158,11 @@ def _compile_here(request: str) -> None:
         kernel = getattr(compiled, name)
         # the arguments of a launch on (batch, 16 heads, n, d) tensors, the tensors as triton's stand-ins (an
         # aligned address and a dtype): triton's own binder specialises them as a launch does
-        tensors = [MockTensor(torch.float32 if p.endswith("*") else dtype) for p in _POINTERS[name]]
+        # float32 where the launcher passes float32: lse and D always, dQ when the dK, dV kernel adds into it
+        wide = {p.rstrip("*") for p in _POINTERS[name] if p.endswith("*")}
+        if request["flags"]["ATOMIC_DQ"]:
+            wide.add("DQ")
+        tensors = [MockTensor(torch.float32 if p.rstrip("*") in wide else dtype) for p in _POINTERS[name]]
         args = (*tensors, 0.125, n, n, d, 16, 1, 0, 0)  # scale, n_q, n_k, d, heads, group, offset, window
         flags = {p.name: request["flags"][p.name] for p in kernel.params if p.name in request["flags"]}
         options = {**flags, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d, "num_warps": warps,

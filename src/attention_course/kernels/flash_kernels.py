@@ -15,11 +15,11 @@ and each row's log-sum-exp ``lse = m + log ℓ``, the one number per row the bac
 ``P_ij = exp(S_ij − lse_i)`` recomputed tile by tile. :func:`dkdv_kernel` gives each program ``BLOCK_N`` keys (key
 blocks outer) and walks over the query blocks (inner), accumulating ``dV += Pᵀ dO`` and ``dK += dSᵀ Q`` with
 ``dS = P ∘ (dO Vᵀ − D)``, all **in the transposed form**: it computes ``Sᵀ = K Qᵀ``, ``Pᵀ`` and ``dPᵀ = V dOᵀ``
-directly, so that its own ``K`` and ``V`` are the left operand of every product — loaded once, kept in registers
-for the whole loop — the query tile's ``Q`` and ``dO`` the right ones (read from shared memory, where the loop's
-loads put them), and ``Pᵀ`` and ``dSᵀ`` go into ``Pᵀ dO`` and ``dSᵀ Q`` as they are computed. Written the other way
-(``S = Q Kᵀ``, then ``tl.trans``), the compiled kernel stored ``K``, ``V``, ``Pᵀ`` and ``dSᵀ`` into shared memory
-again on every iteration (:func:`~attention_course.kernels.aot.stores_in_loops` counts such writes).
+directly, so that its own ``K`` and ``V`` are the left operand of every product — loaded once and written to
+shared memory once, before the loop — the query tile's ``Q`` and ``dO`` the right ones (put in shared memory by
+the loop's loads), and ``Pᵀ`` and ``dSᵀ`` go into ``Pᵀ dO`` and ``dSᵀ Q`` from registers as they are computed.
+Written the other way (``S = Q Kᵀ``, then ``tl.trans``), the compiled kernel wrote tiles into shared memory on every
+iteration, eight such writes across its loops (:func:`~attention_course.kernels.aot.stores_in_loops` counts them).
 
 ``dQ`` has two ways. By default, :func:`dq_kernel` is a second pass with the loops the other way round (query
 blocks outer) that recomputes ``P`` and ``dS`` and accumulates ``dQ += dS K``: every output has one writer, so the
@@ -230,9 +230,10 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, DQ, start, cols, cols_d, scale, 
                OFFSET, WINDOW, MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
                ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr, LONG: tl.constexpr):
     """One query tile's share of a key block's dK and dV, in the transposed form: the key block's ``k`` and ``v``
-    are the left operands of every product (held in registers across the loop), the query tile's ``q`` and ``dO``
-    the right ones, and ``Pᵀ``, ``dSᵀ`` go into their products as they are computed. ``ATOMIC_DQ``: also add
-    this tile's ``dS K`` into dQ (float32, atomic: FlashAttention-2's fifth product)."""
+    are the left operands of every product (loaded once; the compiled kernel writes them to shared memory once,
+    before the loop, and never again), the query tile's ``q`` and ``dO`` the right ones, and ``Pᵀ``, ``dSᵀ`` go
+    into their products as they are computed. ``ATOMIC_DQ``: also add this tile's ``dS K`` into dQ (float32,
+    atomic: FlashAttention-2's fifth product)."""
     rows = _positions(start, BLOCK_M, LONG)
     q, do = _load_rows(Q, rows, cols_d, N_Q, D), _load_rows(DO, rows, cols_d, N_Q, D)
     lse, delta = _row_stats(LSE, DELTA, rows, N_Q)

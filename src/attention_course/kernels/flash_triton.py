@@ -116,6 +116,7 @@ _HOPPER: dict[tuple[int, int], dict[str, Tiles]] = {
 #: and the accumulator in registers, so Hopper's tiles spill there.
 _AMPERE_CHANGES: dict[tuple[int, int], dict[str, Tiles]] = {
     (16, 128): {"dkdv": T(32, 64, 8, 3)},
+    (16, 256): {"dkdv": T(16, 32, 8, 2)},
     (32, 64): {"forward": T(64, 32, 4, 2), "dkdv": T(32, 32, 4, 3), "dq": T(32, 32, 4, 3)},
     (32, 128): {"dkdv": T(32, 32, 8, 3)},
     (32, 256): {"dkdv": T(16, 16, 8, 2)},
@@ -220,6 +221,18 @@ def length_bucket(n: int) -> int:
     return max(1024, 1 << (n - 1).bit_length())
 
 
+def _tunes(x: torch.Tensor) -> bool:
+    """Whether ``autotune`` times candidates for ``x``: on a CUDA device, compiled (not interpreted)."""
+    return x.device.type == "cuda" and not interpreting()
+
+
+def _time(fn: Any) -> float:
+    """Seconds ``fn`` takes on the GPU, by triton's ``do_bench`` (which calls it many times)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=5, rep=20)
+
+
 def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, flags: dict, tiles: Tiles,
             block_d: int, tune: bool = False) -> None:
     """Run kernel ``name`` over a grid of (tiles of ``rows``) × (batch · query heads); ``rows`` is counted in
@@ -240,16 +253,15 @@ def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, fla
         options = {**flags, "BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_D": block_d}
         if not interpreting():
             options.update(num_warps=t.warps, num_stages=t.stages)
+        if flags.get("ATOMIC_DQ"):  # args[8], the dK, dV kernel's dQ: every launch (tuning too) starts from zeros
+            args[8].zero_()
         kernel[grid(rows, own(t), batch_heads)](*args, **options)
 
-    if tune and x.device.type == "cuda" and not interpreting():
+    if tune and _tunes(x):
         key = (name, x.device, x.dtype, block_d, *flags.values(), length_bucket(rows))
         if key not in _TUNED:
-            import triton.testing
-
             choices = CANDIDATES[_table_key(arch_of(x.device), x.dtype, block_d)][name]
-            _TUNED[key] = fastest(choices, run, lambda fn: triton.testing.do_bench(fn, warmup=5, rep=20),
-                                  kernels.OutOfResources)
+            _TUNED[key] = fastest(choices, run, _time, kernels.OutOfResources)
         run(_TUNED[key])
         return
     key = (name, x.device, x.dtype, block_d, tiles.block_m, tiles.block_n)
@@ -450,7 +462,8 @@ def triton_attention(
         if offset is None:
             raise ValueError(f"window must come with causal=True, 'upper_left' or 'lower_right' (a sliding window "
                              f"looks back from each query), got window = {window} with causal = {causal!r}")
-        window = min(window, n_q + k.shape[2])  # wider than both sequences: the same mask, and int32 in the kernels
+        # past n_q + offset keys the window hides nothing: the same mask, and the kernels' bounds stay in int32
+        window = min(window, max(1, n_q + offset))
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     autotune = check_flag("autotune", autotune)
     deterministic = check_flag("deterministic", deterministic)
