@@ -17,8 +17,6 @@ Usage:  python benchmarks/gpt_corpus.py                  (seeds 0-4, about 30-60
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import time
 from pathlib import Path
 
@@ -33,7 +31,7 @@ from attention_course.experiments.gpt import (
     train_gpt,
     validation_windows,
 )
-from attention_course.measure import seed_range, write_results
+from attention_course.measure import mean_and_std, seeded_parser, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_corpus.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "kjv.txt"  # load_corpus()'s default, fingerprinted by its bytes
@@ -42,11 +40,7 @@ HEAD_WINDOWS = 64
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=seed_range, default="0-4", help="first-last seed, e.g. 0-1 (default: 0-4)")
-    p.add_argument("--steps", type=int, default=CPU_CONFIG["steps"])
-    p.add_argument("--out", type=Path, default=RESULTS)
-    args = p.parse_args(argv)
+    args = seeded_parser(__doc__.splitlines()[0], out=RESULTS, steps=CPU_CONFIG["steps"]).parse_args(argv)
     seeds = list(args.seeds)
     corpus = load_corpus()
     config = {**CPU_CONFIG, "steps": args.steps}
@@ -76,7 +70,8 @@ def main(argv: list[str] | None = None) -> dict:
               f"head {scores.previous.max():.3f} (shuffled {control.previous.max():.3f}); best first-token head "
               f"{scores.first.max():.3f} (shuffled {control.first.max():.3f})")
     bpcs = [r["validation_bpc"] for r in runs]
-    summary = {"mean_bpc": statistics.fmean(bpcs), "std_bpc": statistics.stdev(bpcs) if len(bpcs) > 1 else 0.0}
+    mean, std = mean_and_std(bpcs)
+    summary = {"mean_bpc": mean, "std_bpc": std}
     print(f"baselines: unigram {baselines['unigram_bpc']:.4f}, bigram {baselines['bigram_bpc']:.4f} bits/char; "
           f"GPT {summary['mean_bpc']:.4f} ± {summary['std_bpc']:.4f} over {len(bpcs)} seeds")
     results = {**baselines, **summary, "runs": runs}

@@ -25,16 +25,13 @@ Usage:  python benchmarks/gpt_tokens.py                       (5 seeds x 4 arms,
 
 from __future__ import annotations
 
-import argparse
-import multiprocessing
-import statistics
 import time
 from pathlib import Path
 
 from attention_course.data import CORPUS_FILE, find_data_file, load_corpus, split_lines
 from attention_course.experiments.gpt import CPU_CONFIG
 from attention_course.experiments.tokens import bpe_corpus, char_corpus, ngram_bits, train_tokens
-from attention_course.measure import seed_range, write_results
+from attention_course.measure import mean_and_std, run_seeded, seeded_parser, write_results
 from attention_course.tokenizer import BPETokenizer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_tokens.json"
@@ -85,12 +82,7 @@ def run_one(task: tuple[str, dict, int]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=seed_range, default="0-4", help="first-last seed, e.g. 0-1 (default: 0-4)")
-    p.add_argument("--steps", type=int, default=CPU_CONFIG["steps"])
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    args = p.parse_args(argv)
+    args = seeded_parser(__doc__.splitlines()[0], out=RESULTS, steps=CPU_CONFIG["steps"], workers=2).parse_args(argv)
     seeds = list(args.seeds)
     data = corpora()
     plan = arms(args.steps)
@@ -105,15 +97,12 @@ def main(argv: list[str] | None = None) -> dict:
                                                                       for k in range(24)]} if tok else {}),
         }
         print(key, {k: v for k, v in tokenizations[key].items() if k != "first_merges"}, flush=True)
-    tasks = [(name, arm, seed) for name, arm in plan.items() for seed in seeds]
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        runs = pool.map(run_one, tasks, chunksize=1)
+    runs = run_seeded(run_one, [(name, arm, seed) for name, arm in plan.items() for seed in seeds], args.workers)
     summary = {}
     for name in plan:
-        bpcs = [r["bits_per_char"] for r in runs if r["arm"] == name]
-        summary[name] = {"mean_bpc": statistics.fmean(bpcs),
-                         "std_bpc": statistics.stdev(bpcs) if len(bpcs) > 1 else 0.0}
-        print(f"{name}: {summary[name]['mean_bpc']:.4f} ± {summary[name]['std_bpc']:.4f} bits/char")
+        mean, std = mean_and_std([r["bits_per_char"] for r in runs if r["arm"] == name])
+        summary[name] = {"mean_bpc": mean, "std_bpc": std}
+        print(f"{name}: {mean:.4f} ± {std:.4f} bits/char")
     results = {"tokenizations": tokenizations, "summary": summary, "runs": runs}
     settings = {"arms": plan, "seeds": seeds, "threads": 1, "corpus": f"data/{CORPUS_FILE}",
                 "split": {"block": 50, "every": 10}, "vocabs": list(VOCABS), "tie_break": "smallest pair"}

@@ -32,14 +32,13 @@ Usage:  python benchmarks/heads_sweep.py --part table3a   (about 15 minutes on o
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from attention_course.experiments import heads as hd
-from attention_course.measure import seed_range, write_results
+from attention_course.measure import seeded_parser, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D_MODEL, KEY_VOCAB, VALUE_VOCAB, N_PAIRS = 32, 16, 8, 8
@@ -145,13 +144,9 @@ def controls(seeds: tuple[int, ...], out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=list(PARTS), required=True)
-    parser.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
-                        help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the file to write (default: benchmarks/results/ and the part's file: "
-                             + ", ".join(f"{k} {v}" for k, v in FILES.items()) + ")")
+    parser = seeded_parser(__doc__.splitlines()[0], out=None, seeds=f"{SEEDS[0]}-{SEEDS[-1]}")
+    parser.add_argument("--part", choices=list(PARTS), required=True,
+                        help="which file to write: " + ", ".join(f"{k} {v}" for k, v in FILES.items()))
     args = parser.parse_args()
     torch.set_num_threads(1)
     PARTS[args.part](tuple(args.seeds), args.out or RESULTS / FILES[args.part])

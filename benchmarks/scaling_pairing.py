@@ -19,7 +19,6 @@ Usage:  python benchmarks/scaling_pairing.py          (about two minutes on one 
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from attention_course.experiments.retrieval import (
     score_factors,
     train_retrieval,
 )
-from attention_course.measure import seed_range, write_results
+from attention_course.measure import seeded_parser, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_pairing.json"
 ARMS_HERE = ("scaled", "unscaled")
@@ -56,11 +55,7 @@ def measure(arm: str, seeds: tuple[int, ...]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
-                   help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
-    args = p.parse_args(argv)
+    args = seeded_parser(__doc__.splitlines()[0], out=RESULTS, seeds=f"{SEEDS[0]}-{SEEDS[-1]}").parse_args(argv)
     seeds = tuple(args.seeds)
     results = {arm: measure(arm, seeds) for arm in ARMS_HERE}
     for arm, rs in results.items():

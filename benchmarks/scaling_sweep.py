@@ -22,21 +22,20 @@ Usage:  python benchmarks/scaling_sweep.py          (about 7 minutes on one CPU 
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 
 from attention_course.experiments.retrieval import (
-    ARMS,
     independence_ratio,
     logit_std,
     recall_test_set,
     steps_to,
     sweep_arms,
+    sweep_settings,
 )
-from attention_course.measure import seed_range, write_results
+from attention_course.measure import seeded_parser, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_sweep.json"
 D_KS = (16, 64, 256, 1024)
@@ -64,23 +63,14 @@ def summarise(run, probe) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
-                        help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
-    args = parser.parse_args()
+    args = seeded_parser(__doc__.splitlines()[0], out=RESULTS, seeds=f"{SEEDS[0]}-{SEEDS[-1]}").parse_args()
     seeds = tuple(args.seeds)
     test = recall_test_set()
     probe = tuple(x[:256] for x in test[0])
     results = sweep_arms(lambda run: summarise(run, probe), OPTIMISERS, D_KS, seeds, STEPS, test=test)
     settings = {
-        "d_ks": list(D_KS), "seeds": list(seeds), "steps": STEPS, "arms": list(ARMS),
-        "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},
-        "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
+        **sweep_settings(OPTIMISERS, D_KS, seeds, STEPS),
         "test": "1024 examples, associative_recall seed 10000; probe: its first 256",
-        "threads": 1,
-        "threads_note": "every run trains on 1 thread (train.run_seeds, train_retrieval); provenance's "
-                        "torch_threads is the process default, used only outside the runs",
     }
     path = write_results(args.out, results, settings, code=[main])
     print("wrote", path)

@@ -19,14 +19,13 @@ Usage:  python benchmarks/score_steps.py          (about 20 minutes on one CPU c
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 
-from attention_course.experiments.retrieval import ARMS, recall_test_set, sweep_arms
-from attention_course.measure import seed_range, write_results
+from attention_course.experiments.retrieval import recall_test_set, sweep_arms, sweep_settings
+from attention_course.measure import seeded_parser, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "score_steps.json"
 D_KS = (16, 64, 256, 1024)
@@ -57,23 +56,14 @@ def summarise(run) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
-                        help=f"first-last seed, e.g. 0-1 (default: {SEEDS[0]}-{SEEDS[-1]})")
-    args = parser.parse_args()
+    args = seeded_parser(__doc__.splitlines()[0], out=RESULTS, seeds=f"{SEEDS[0]}-{SEEDS[-1]}").parse_args()
     seeds = tuple(args.seeds)
     test = recall_test_set()
     results = sweep_arms(summarise, OPTIMISERS, D_KS, seeds, STEPS, test=test, track=True)
     settings = {
-        "d_ks": list(D_KS), "seeds": list(seeds), "steps": STEPS, "arms": list(ARMS),
-        "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in OPTIMISERS.items()},
+        **sweep_settings(OPTIMISERS, D_KS, seeds, STEPS),
         "windows": [f"{a}-{b}" for a, b in WINDOWS],
-        "d_model": 32, "n_pairs": 8, "key_vocab": 32, "value_vocab": 32, "batch": 64,
         "probe": "the first 256 of 1024 test examples, associative_recall seed 10000",
-        "threads": 1,
-        "threads_note": "every run trains on 1 thread (train.run_seeds, train_retrieval); provenance's "
-                        "torch_threads is the process default, used only outside the runs",
     }
     path = write_results(args.out, results, settings, code=[main])
     print("wrote", path)

@@ -23,8 +23,6 @@ reads them back; chapter 5 judges its live run against every environment stored)
 
 from __future__ import annotations
 
-import argparse
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +35,7 @@ from attention_course.experiments.transformer import (
     held_out_loss,
     train_reversal,
 )
-from attention_course.measure import seed_range, write_results
+from attention_course.measure import run_seeded, seeded_parser, write_results
 from attention_course.train import exact_match
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -86,16 +84,11 @@ FILES = {"heads": "transformer_heads.json", "smoothing": "transformer_smoothing.
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = seeded_parser(__doc__.splitlines()[0], out=None, seeds=f"{SEEDS[0]}-{SEEDS[-1]}", workers=2)
     p.add_argument("--part", choices=list(PARTS), default="heads")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--workers", type=int, default=2, help="runs in parallel, one thread each (same results)")
-    p.add_argument("--seeds", type=seed_range, default=f"{SEEDS[0]}-{SEEDS[-1]}",
-                   help=f"first-last seed, e.g. 0-9 (default: {SEEDS[0]}-{SEEDS[-1]})")
     args = p.parse_args(argv)
     seeds = args.seeds
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = sorted(pool.map(PARTS[args.part], seeds), key=lambda r: r["seed"])
+    runs = sorted(run_seeded(PARTS[args.part], seeds, args.workers), key=lambda r: r["seed"])
     for r in runs:
         print(args.part, {k: v for k, v in r.items() if not isinstance(v, (list, dict))}, flush=True)
     settings = {"part": args.part, "seeds": list(seeds), "threads": 1, "held_out": "1000 strings, seed 2",

@@ -18,13 +18,12 @@ For each run: the mean training loss over the last 50 steps, the largest loss af
 was finite, and exact match on the chapter's 1000 held-out strings. The chapter reports, per arm, the seeds
 that learned (exact match >= 0.99) and the spread of the final loss.
 
-Usage:  python benchmarks/transformer_recipe.py [--workers 2]   (writes benchmarks/results/transformer_recipe.json)
+Usage:  python benchmarks/transformer_recipe.py [--workers 2] [--seeds 0-4]
+        (writes benchmarks/results/transformer_recipe.json)
 """
 
 from __future__ import annotations
 
-import argparse
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ import torch
 
 from attention_course import data
 from attention_course.experiments.transformer import REVERSAL_CONFIG, train_reversal
-from attention_course.measure import write_results
+from attention_course.measure import run_seeded, seeded_parser, write_results
 from attention_course.train import exact_match
 
 RESULTS = Path(__file__).resolve().parent / "results" / "transformer_recipe.json"
@@ -68,19 +67,15 @@ def _run(job: tuple[str, int]) -> tuple[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--workers", type=int, default=2, help="runs in parallel, one thread each (same results)")
+    p = seeded_parser(__doc__.splitlines()[0], out=RESULTS, seeds=f"{SEEDS[0]}-{SEEDS[-1]}", workers=2)
     args = p.parse_args(argv)
-    jobs = [(name, seed) for seed in SEEDS for name in ARMS]
     runs: dict[str, list[dict]] = {name: [] for name in ARMS}
-    with ProcessPoolExecutor(args.workers) as pool:
-        for name, run in pool.map(_run, jobs):
-            runs[name].append(run)
-            print(name, run, flush=True)
+    for name, run in run_seeded(_run, [(name, seed) for seed in args.seeds for name in ARMS], args.workers):
+        runs[name].append(run)
+        print(name, run, flush=True)
     results = {name: {**ARMS[name], "runs": sorted(r, key=lambda x: x["seed"])} for name, r in runs.items()}
     write_results(args.out, {"arms": results},
-                  {**CFG, "seeds": list(SEEDS), "threads": 1, "held_out": 1000, "workers": args.workers},
+                  {**CFG, "seeds": list(args.seeds), "threads": 1, "held_out": 1000, "workers": args.workers},
                   code=[main])
     return results
 

@@ -38,6 +38,7 @@ from attention_course.experiments.scaling import (
     softmax_jacobian_norm,
     steps_to,
     sweep_arms,
+    sweep_settings,
     train_retrieval,
 )
 
@@ -220,6 +221,10 @@ CASES = [
     case(sweep_arms, lambda: sweep_arms(lambda r: {}, {"x": ("adam", 1e-3, None)}, (4,), (0,), 1,
                                         test=recall_test_set()), ValueError, arg="optimizer", says="adamw",
          id="scaling.sweep_arms-unknown-optimizer"),
+    case(sweep_settings, lambda: sweep_settings({"adamw": "adamw"}, (4,), (0,), 1), TypeError, arg="optimisers",
+         id="scaling.sweep_settings-optimiser-not-triple"),
+    case(sweep_settings, lambda: sweep_settings({}, "16", (0,), 1), TypeError, arg="d_ks",
+         id="scaling.sweep_settings-d_ks-string"),
     case(arm_settings, lambda: arm_settings("fast", 16), ValueError, arg="arm", says="scaled",
          id="scaling.arm_settings-unknown-arm"),
     case(arm_settings, lambda: arm_settings("slowed", 0), ValueError, arg="d_k",

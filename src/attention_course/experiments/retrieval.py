@@ -8,6 +8,7 @@ are from independent).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
@@ -48,6 +49,7 @@ __all__ = [
     "arm_settings",
     "recall_test_set",
     "sweep_arms",
+    "sweep_settings",
     "PairingRatios",
     "pairing_ratios",
 ]
@@ -390,6 +392,34 @@ def sweep_arms(
                 results.setdefault(name, {}).setdefault(str(d_k), {})[arm] = [summarise(r) for r in runs]
                 print(name, d_k, arm, flush=True)
     return results
+
+
+def sweep_settings(
+    optimisers: Mapping[str, tuple[str, float, float | None]], d_ks: Sequence[int], seeds: Sequence[int], steps: int
+) -> dict[str, object]:
+    """What a results file of :func:`sweep_arms` records of its settings: the sweep's widths, seeds, steps, arms
+    and optimisers, and the task and batch sizes :func:`train_retrieval` uses by default (read from its signature,
+    so the record cannot drift from the runs). Every run trains on one thread.
+
+    Raises:
+        TypeError: ``optimisers`` not a mapping of ``name -> (optimizer, lr, clip)``; ``d_ks`` or ``seeds`` not
+            sequences.
+    """
+    if not isinstance(optimisers, Mapping) or not all(isinstance(v, tuple) and len(v) == 3
+                                                       for v in optimisers.values()):
+        raise TypeError(f"optimisers must map a name to (optimizer, lr, clip), got {describe(optimisers)}")
+    for name, value in (("d_ks", d_ks), ("seeds", seeds)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise TypeError(f"{name} must be a sequence of integers, got {describe(value)}")
+    defaults = inspect.signature(train_retrieval).parameters
+    return {
+        "d_ks": list(d_ks), "seeds": list(seeds), "steps": steps, "arms": list(ARMS),
+        "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in optimisers.items()},
+        **{k: defaults[k].default for k in ("d_model", "n_pairs", "key_vocab", "value_vocab", "batch")},
+        "threads": 1,
+        "threads_note": "every run trains on 1 thread (train.run_seeds, train_retrieval); provenance's "
+                        "torch_threads is the process default, used only outside the runs",
+    }
 
 
 class HeadGradients(NamedTuple):

@@ -62,6 +62,7 @@ from .retrieval import (
     score_factors,
     steps_to,
     sweep_arms,
+    sweep_settings,
     train_retrieval,
 )
 
@@ -98,6 +99,7 @@ __all__ = [
     "head_gradients",
     "steps_to",
     "sweep_arms",
+    "sweep_settings",
 ]
 
 #: The placements of the 1/√d_k factor that chapter 2 compares.
