@@ -101,6 +101,19 @@ def _stacks(names: tuple[str, str], a: ArrayLike, b: ArrayLike) -> tuple[bool, t
     return as_numpy, ta, tb
 
 
+def _product(
+    names: tuple[str, str], shapes: tuple[str, str], a: ArrayLike, b: ArrayLike, inner: str, *, transpose: bool
+) -> ArrayLike:
+    """``a @ bᵀ`` (``transpose``) or ``a @ b`` for two stacks that must share the size ``inner``, returned in the
+    inputs' kind; ``names`` and ``shapes`` are the arguments' as the messages say them."""
+    as_numpy, ta, tb = _stacks(names, a, b)
+    right = tb.transpose(-2, -1) if transpose else tb
+    if ta.shape[-1] != right.shape[-2]:
+        raise ValueError(f"{names[0]} {shapes[0]} and {names[1]} {shapes[1]} must share {inner}, got "
+                         f"{tuple(ta.shape)} and {tuple(tb.shape)}")
+    return to_output(ta @ right, as_numpy)
+
+
 def qk_circuit(w_q: ArrayLike, w_k: ArrayLike) -> ArrayLike:
     r""":math:`W_{QK} = W^Q {W^K}^\top`: the bilinear form whose value :math:`x_a W_{QK} x_b^\top` is the (unscaled,
     bias-free) score of query token ``a`` for key token ``b`` (chapter 3). Rank ≤ d_k.
@@ -113,11 +126,7 @@ def qk_circuit(w_q: ArrayLike, w_k: ArrayLike) -> ArrayLike:
 
     At the edges: ``d_k = 0`` gives the zero matrix (an empty sum), as ``torch.matmul``.
     """
-    as_numpy, a, b = _stacks(("w_q", "w_k"), w_q, w_k)
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"w_q (..., d_model, d_k) and w_k (..., d_kv, d_k) must share d_k, got {tuple(a.shape)} "
-                         f"and {tuple(b.shape)}")
-    return to_output(a @ b.transpose(-2, -1), as_numpy)
+    return _product(("w_q", "w_k"), ("(..., d_model, d_k)", "(..., d_kv, d_k)"), w_q, w_k, "d_k", transpose=True)
 
 
 def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
@@ -132,11 +141,7 @@ def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
 
     At the edges: ``d_v = 0`` gives the zero matrix (an empty sum), as ``torch.matmul``.
     """
-    as_numpy, a, b = _stacks(("w_v", "w_o"), w_v, w_o)
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"w_v (..., d_model, d_v) and w_o (..., d_v, d_out) must share d_v, got {tuple(a.shape)} "
-                         f"and {tuple(b.shape)}")
-    return to_output(a @ b, as_numpy)
+    return _product(("w_v", "w_o"), ("(..., d_model, d_v)", "(..., d_v, d_out)"), w_v, w_o, "d_v", transpose=False)
 
 
 def reparametrized(mha: MultiHeadAttention, m: torch.Tensor, n: torch.Tensor | None = None) -> MultiHeadAttention:

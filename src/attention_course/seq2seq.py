@@ -163,10 +163,8 @@ class Transformer(nn.Module):
         check_flag("tgt_is_causal", tgt_is_causal)
         if attn_maps is not None:
             check_instance("attn_maps", attn_maps, AttentionMaps)
-        b_dim = 0 if self.batch_first else 1
-        if src.ndim != tgt.ndim or (src.ndim == 3 and src.shape[b_dim] != tgt.shape[b_dim]):
-            raise ValueError(f"src and tgt must have the same batch size, got src {tuple(src.shape)} and tgt "
-                             f"{tuple(tgt.shape)} ({'batch_first' if self.batch_first else 'sequence-first'})")
+        _check_same_batch(src, tgt, None if src.ndim == 2 else 0 if self.batch_first else 1,
+                          " (batch_first)" if self.batch_first else " (sequence-first)")
         memory = self.encoder(src, mask=src_mask, src_key_mask=src_key_mask, is_causal=src_is_causal,
                               attn_weights=None if attn_maps is None else attn_maps.encoder)
         return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_mask=tgt_key_mask,
@@ -174,6 +172,14 @@ class Transformer(nn.Module):
                             self_weights=None if attn_maps is None else attn_maps.decoder_self,
                             cross_weights=None if attn_maps is None else attn_maps.cross)
 
+
+
+def _check_same_batch(src: torch.Tensor, tgt: torch.Tensor, batch_dim: int | None, layout: str = "") -> None:
+    """``src`` and ``tgt`` must be one batch: as many dimensions, and as many rows along ``batch_dim`` (None: an
+    unbatched pair, which has no batch dimension)."""
+    if src.ndim != tgt.ndim or (batch_dim is not None and src.shape[batch_dim] != tgt.shape[batch_dim]):
+        raise ValueError(f"src and tgt must have the same batch size, got src {tuple(src.shape)} and tgt "
+                         f"{tuple(tgt.shape)}{layout}")
 
 
 # ------------------------------------------------------------------------------------------ the whole model
@@ -263,10 +269,19 @@ class Seq2SeqTransformer(nn.Module):
         if device.type != "meta":  # a meta tensor has no ids to read
             check_token_ids(name, ids, vocab)
 
-    def src_key_mask_for(self, src: torch.Tensor) -> torch.Tensor | None:
-        """``src != pad_id`` (True = real token), or None when the model has no ``pad_id``."""
+    def src_key_mask_for(self, src: torch.Tensor, given: torch.Tensor | None = None) -> torch.Tensor | None:
+        """The source key mask a call uses: ``given`` when it is not None, else ``src != pad_id`` (True = real
+        token), or None when the model has no ``pad_id``."""
         check_tensor("src", src, kind="integer", ndim=2, layout="of token ids (batch, n_src)")
+        if given is not None:
+            return given
         return None if self.pad_id is None else src != self.pad_id
+
+    def _check_pair(self, src: torch.Tensor, tgt: torch.Tensor) -> None:
+        """Source and target ids of one teacher-forced batch."""
+        self._check_tokens("src", src, self.src_vocab)
+        self._check_tokens("tgt", tgt, self.tgt_vocab)
+        _check_same_batch(src, tgt, 0)
 
     def embed_src(self, src: torch.Tensor) -> torch.Tensor:
         """``(batch, n) ids -> (batch, n, d_model)``: ``Emb(src)·√d_model + PE`` (then dropout). At the edges:
@@ -288,7 +303,7 @@ class Seq2SeqTransformer(nn.Module):
         ``src_key_mask`` (boolean, True = real token) defaults to ``src != pad_id``. At the edges: ``batch = 0``
         or ``n_src = 0`` give an empty memory; a fully padded row is encoded without NaN."""
         self._check_tokens("src", src, self.src_vocab)
-        mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
+        mask = self.src_key_mask_for(src, src_key_mask)
         return self.transformer.encoder(self._embed(self.src_embed, src), src_key_mask=mask)
 
     def decode(
@@ -319,12 +334,8 @@ class Seq2SeqTransformer(nn.Module):
         ``(batch, n_tgt)`` (usually ``BOS y_1 … y_{m}``; position ``t`` predicts ``y_{t+1}``).
         ``src_key_mask`` defaults to ``src != pad_id`` and also masks the cross-attention. At the edges: as
         :meth:`encode` and :meth:`decode`."""
-        self._check_tokens("src", src, self.src_vocab)
-        self._check_tokens("tgt", tgt, self.tgt_vocab)
-        if src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"src and tgt must have the same batch size, got src {tuple(src.shape)} and tgt "
-                             f"{tuple(tgt.shape)}")
-        mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
+        self._check_pair(src, tgt)
+        mask = self.src_key_mask_for(src, src_key_mask)
         return self.decode(tgt, self.encode(src, mask), memory_key_mask=mask, tgt_key_mask=tgt_key_mask)
 
     @torch.no_grad()
@@ -334,11 +345,10 @@ class Seq2SeqTransformer(nn.Module):
         """Every layer's per-head attention weights for a teacher-forced pass (eval mode; see
         :class:`AttentionMaps`). Encoder self-attention, decoder causal self-attention and cross-attention,
         where the queries come from the decoder and the keys and values from the encoder."""
-        self._check_tokens("src", src, self.src_vocab)
-        self._check_tokens("tgt", tgt, self.tgt_vocab)
+        self._check_pair(src, tgt)
+        mask = self.src_key_mask_for(src, src_key_mask)
         was_training = self.training
         self.eval()
-        mask = self.src_key_mask_for(src) if src_key_mask is None else src_key_mask
         maps = AttentionMaps()
         try:
             self.transformer(self._embed(self.src_embed, src), self._embed(self.tgt_embed, tgt), src_key_mask=mask,
@@ -455,7 +465,7 @@ def greedy_decode(
     if bos_id is None:
         raise TypeError("bos_id must be an integer, got None")
     use_cache, return_logits = check_flag("use_cache", use_cache), check_flag("return_logits", return_logits)
-    mask = model.src_key_mask_for(src) if src_key_mask is None else src_key_mask
+    mask = model.src_key_mask_for(src, src_key_mask)
     was_training = model.training
     model.eval()
     try:

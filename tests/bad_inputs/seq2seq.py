@@ -121,6 +121,10 @@ CASES = [
     case(S2S, lambda: _model().embed_src(IDS.numpy()), TypeError, arg="src", id="seq2seq.S2S.embed_src-numpy"),
     case(S2S, lambda: _model().src_key_mask_for(IDS.float()), TypeError, arg="src",
          id="seq2seq.S2S.src_key_mask_for-float"),
+    case(S2S, lambda: _model().attention_maps(IDS, IDS[:1]), ValueError, arg="src and tgt",
+         says="same batch size", id="seq2seq.S2S.attention_maps-batch-mismatch"),
+    case(S2S, lambda: _model()(IDS, IDS[:1]), ValueError, arg="src and tgt", says="same batch size",
+         id="seq2seq.S2S.forward-batch-mismatch"),
     # the decoding cache
     case(S2S, lambda: _model().new_cache(_seq(3, 8)), ValueError, arg="memory", says="3-D",
          id="seq2seq.S2S.new_cache-2d-memory"),

@@ -35,11 +35,25 @@ register("3.1", "cross-attention, wired correctly", "build", "cross_attention", 
 ])
 
 
+#: (d_model, d, scale of the first matrix, scale of the second) per family: the sizes of the weight pairs of 3.2
+#: and 3.4; the last has d > d_model
+_PAIR_SIZES = {"typical": [(8, 3, 1, 1), (6, 6, 1, 1)],
+               "extreme": [(8, 4, 300, 300), (16, 2, 1e-3, 1)],
+               "unusual shapes": [(1, 1, 1, 1), (5, 1, 1, 1), (3, 7, 1, 1)]}
+
+
+def _weight_pairs(g: torch.Generator, second_transposed: bool) -> dict[str, list[tuple]]:
+    """Pairs (W^Q, W^K), both ``(d_model, d_k)``, or with ``second_transposed`` (W^V, W^O), ``(d_model, d_v)`` and
+    ``(d_v, d_model)``."""
+    def pair(d_model: int, d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tensor]:
+        first, second = randn(g, d_model, d) * a, randn(g, d_model, d) * b
+        return first, second.T.contiguous() if second_transposed else second
+
+    return {family: [pair(*size) for size in sizes] for family, sizes in _PAIR_SIZES.items()}
+
+
 def _factor_pairs(g: torch.Generator) -> dict[str, list[tuple]]:
-    return {"typical": [(randn(g, 8, 3), randn(g, 8, 3)), (randn(g, 6, 6), randn(g, 6, 6))],
-            "extreme": [(randn(g, 8, 4) * 300, randn(g, 8, 4) * 300), (randn(g, 16, 2) * 1e-3, randn(g, 16, 2))],
-            "unusual shapes": [(randn(g, 1, 1), randn(g, 1, 1)), (randn(g, 5, 1), randn(g, 5, 1)),
-                               (randn(g, 3, 7), randn(g, 3, 7))]}  # d_k > d_model
+    return _weight_pairs(g, second_transposed=False)
 
 
 def _swap_transposes(answer, g):  # noqa: ANN001, ANN202
@@ -107,10 +121,7 @@ register("3.3", "a symmetric positive semi-definite form as a tied W^Q = W^K", "
 
 
 def _ov_pairs(g: torch.Generator) -> dict[str, list[tuple]]:
-    return {"typical": [(randn(g, 8, 3), randn(g, 3, 8)), (randn(g, 5, 5), randn(g, 5, 5))],
-            "extreme": [(randn(g, 8, 4) * 300, randn(g, 4, 8) * 300), (randn(g, 6, 2) * 1e-3, randn(g, 2, 6))],
-            "unusual shapes": [(randn(g, 1, 1), randn(g, 1, 1)), (randn(g, 7, 1), randn(g, 1, 7)),
-                               (randn(g, 3, 9), randn(g, 9, 3))]}  # d_v > d_model
+    return _weight_pairs(g, second_transposed=True)
 
 
 def _ov_same_output(answer, g):  # noqa: ANN001, ANN202

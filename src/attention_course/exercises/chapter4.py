@@ -6,13 +6,12 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._checks import describe
-from .checking import Check, Verdict, agrees, changed_inputs, compare, randn, register
+from .checking import Check, Verdict, agrees, changed_inputs, compare, compare_count, randn, register
 
 __all__: list[str] = []
 
@@ -73,14 +72,10 @@ def _counts_like_flop_counter(answer, g):  # noqa: ANN001, ANN202
             q = torch.zeros(heads, n, d_model // heads, device="meta")  # shapes only: nothing is computed
             with FlopCounterMode(display=False) as counter:
                 torch.matmul(q, q.transpose(-2, -1))
-            got, want = answer(n, d_model, heads), counter.get_total_flops()
-            value = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 and not (
-                got.is_floating_point() or got.dtype == torch.bool) else got
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                return f"{family} inputs: the answer should be an integer (a count), got {describe(got)}"
-            if int(value) != want:
-                return (f"{family} inputs n = {n}, d_model = {d_model}, heads = {heads}: {got} is too "
-                        f"{'small' if int(value) < want else 'large'} for FlopCounterMode's count")
+            verdict = compare_count(answer(n, d_model, heads), counter.get_total_flops(), what="(a count of FLOPs)",
+                                    where=f"{family} inputs n = {n}, d_model = {d_model}, heads = {heads}")
+            if verdict:
+                return verdict
     return None
 
 

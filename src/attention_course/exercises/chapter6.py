@@ -11,7 +11,7 @@ import torch
 from .._checks import describe
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from .checking import Check, agrees, autograd_saves, changed_inputs, compare, register
+from .checking import Check, agrees, autograd_saves, changed_inputs, compare, compare_count, register
 
 __all__: list[str] = []
 
@@ -164,16 +164,11 @@ register("6.2", "attention that streams over the keys", "build", "streaming_atte
 
 def _cache_bytes(answer, g):  # noqa: ANN001, ANN202
     for args in ((32, 32, 128, 4096, 2), (32, 8, 128, 4096, 2), (12, 12, 64, 1024, 4)):
-        got = answer(*args)
         layers, kv_heads, d_head, tokens, size = args
-        want = 2 * layers * kv_heads * d_head * tokens * size
-        if isinstance(got, torch.Tensor) and got.ndim == 0 and not got.is_floating_point():
-            got = int(got)  # judged by value: a 0-d integer tensor is a number of bytes too
-        if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
-            return f"the answer should be an integer number of bytes, got {describe(got)}"
-        if int(got) != want:
-            return (f"layers, kv heads, d_head, tokens, bytes per number = {args}: {got} is too "
-                    f"{'small' if got < want else 'large'}")
+        verdict = compare_count(answer(*args), 2 * layers * kv_heads * d_head * tokens * size,
+                                what="number of bytes", where=f"layers, kv heads, d_head, tokens, bytes = {args}")
+        if verdict:
+            return verdict
     return None
 
 

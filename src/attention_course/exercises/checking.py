@@ -248,6 +248,18 @@ def compare(got: Any, want: torch.Tensor, *, atol: float, rtol: float = 0.0, wha
     return None if bool(ok.all()) else f"{where_off(got, want)} (tolerance {atol:.0e})"
 
 
+def compare_count(got: Any, want: int, *, what: str, where: str) -> Verdict:
+    """None if ``got`` is the integer ``want`` (a count: FLOPs, bytes), else why not, without giving ``want`` away:
+    an answer of another kind, or a count too small or too large. A 0-d integer tensor counts by its value."""
+    value = got.item() if isinstance(got, torch.Tensor) and got.ndim == 0 and not (
+        got.is_floating_point() or got.dtype == torch.bool) else got
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return f"{where}: the answer should be an integer {what}, got {describe(got)}"
+    if int(value) != want:
+        return f"{where}: {got} is too {'small' if int(value) < want else 'large'}"
+    return None
+
+
 #: What a cases function returns: a list of argument tuples, or families of them by name ("typical", "extreme",
 #: "unusual shapes"), each checked in turn.
 Cases = list[tuple] | dict[str, list[tuple]]
