@@ -31,7 +31,8 @@ from attention_course.experiments.gpt import (
     train_gpt,
     validation_windows,
 )
-from attention_course.measure import mean_and_std, seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import mean_and_std, seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_corpus.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "kjv.txt"  # load_corpus()'s default, fingerprinted by its bytes

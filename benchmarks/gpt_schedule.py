@@ -31,7 +31,8 @@ from pathlib import Path
 
 from attention_course.data import CORPUS_FILE, load_corpus
 from attention_course.experiments.gpt import CPU_CONFIG, train_gpt
-from attention_course.measure import mean_and_std, run_seeded, seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_schedule.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / CORPUS_FILE  # fingerprinted by its bytes

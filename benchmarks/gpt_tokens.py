@@ -31,7 +31,8 @@ from pathlib import Path
 from attention_course.data import CORPUS_FILE, find_data_file, load_corpus, split_lines
 from attention_course.experiments.gpt import CPU_CONFIG
 from attention_course.experiments.tokens import bpe_corpus, char_corpus, ngram_bits, train_tokens
-from attention_course.measure import mean_and_std, run_seeded, seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
 from attention_course.tokenizer import BPETokenizer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_tokens.json"

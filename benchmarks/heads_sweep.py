@@ -38,7 +38,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from attention_course.experiments import heads as hd
-from attention_course.measure import seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D_MODEL, KEY_VOCAB, VALUE_VOCAB, N_PAIRS = 32, 16, 8, 8

@@ -31,7 +31,8 @@ from attention_course.experiments.retrieval import (
     score_factors,
     train_retrieval,
 )
-from attention_course.measure import seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_pairing.json"
 ARMS_HERE = ("scaled", "unscaled")

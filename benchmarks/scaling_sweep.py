@@ -35,7 +35,8 @@ from attention_course.experiments.retrieval import (
     sweep_arms,
     sweep_settings,
 )
-from attention_course.measure import seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling_sweep.json"
 D_KS = (16, 64, 256, 1024)

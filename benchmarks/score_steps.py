@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from attention_course.experiments.retrieval import recall_test_set, sweep_arms, sweep_settings
-from attention_course.measure import seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results" / "score_steps.json"
 D_KS = (16, 64, 256, 1024)

@@ -35,7 +35,8 @@ from attention_course.experiments.transformer import (
     held_out_loss,
     train_reversal,
 )
-from attention_course.measure import run_seeded, seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import run_seeded, seeded_parser
 from attention_course.train import exact_match
 
 RESULTS = Path(__file__).resolve().parent / "results"

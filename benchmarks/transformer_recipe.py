@@ -31,7 +31,8 @@ import torch
 
 from attention_course import data
 from attention_course.experiments.transformer import REVERSAL_CONFIG, train_reversal
-from attention_course.measure import run_seeded, seeded_parser, write_results
+from attention_course.measure import write_results
+from attention_course.seeded import run_seeded, seeded_parser
 from attention_course.train import exact_match
 
 RESULTS = Path(__file__).resolve().parent / "results" / "transformer_recipe.json"

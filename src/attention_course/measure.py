@@ -4,34 +4,30 @@ One copy of each measurement, used by the benchmarks, the experiments and the no
 them): :func:`cpu_threads` (the one place that sets PyTorch's CPU threads), :func:`time_interleaved`,
 :func:`peak_memory_bytes`, :func:`attention_flops` with :func:`device_peak_tflops`, and :func:`provenance` /
 :func:`write_results`, with which the benchmarks record where, when and with what their numbers were made, and
-:func:`seed_range`, the one reading of their ``--seeds FIRST-LAST`` option. The benchmarks that train share one
-runner: :func:`seeded_parser` (their command line), :func:`run_seeded` (runs in processes of one thread each) and
-:func:`mean_and_std` (the summary over seeds).
+:func:`seed_range`, the one reading of their ``--seeds FIRST-LAST`` option (the benchmarks that train run through
+:mod:`attention_course.seeded`).
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import datetime
 import json
-import multiprocessing
 import os
 import platform
 import re
 import shlex
-import statistics
 import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
 
-from ._checks import check_callable, check_device, check_flag, check_int, check_real, describe
+from ._checks import check_callable, check_device, check_flag, check_int, describe
 from ._files import course_folders, download_course_file, find_course_file
 from .fingerprint import code_fingerprint, fingerprint_names
 from .machines import numeric_environment
@@ -43,15 +39,12 @@ __all__ = [
     "cpu_threads",
     "device_name",
     "device_peak_tflops",
-    "mean_and_std",
     "measured_on",
     "op_counts",
     "peak_memory_bytes",
     "provenance",
     "read_results",
-    "run_seeded",
     "seed_range",
-    "seeded_parser",
     "time_interleaved",
     "write_results",
 ]
@@ -451,92 +444,6 @@ def seed_range(text: str) -> range:
     if first > last:
         raise ValueError(f"text must be seeds 'FIRST-LAST' with FIRST <= LAST, such as '0-4', got {text!r}")
     return range(first, last + 1)
-
-
-def seeded_parser(
-    description: str,
-    *,
-    out: Path | None,
-    seeds: str | None = "0-4",
-    steps: int | None = None,
-    workers: int | None = None,
-) -> argparse.ArgumentParser:
-    """The command line of a benchmark that trains over seeds: ``--seeds``, ``--out`` and, where given a default,
-    ``--steps`` and ``--workers``. A script adds its own options (``--part``) to the parser returned.
-
-    Args:
-        description: the script's one-line description.
-        out: the default of ``--out`` (the results file; None: the script chooses one per part).
-        seeds: the default of ``--seeds`` (read by :func:`seed_range`); None leaves ``--seeds`` to the script.
-        steps: the default of ``--steps``, the training steps of every run; None: no such option.
-        workers: the default of ``--workers`` (:func:`run_seeded`'s processes); None: no such option.
-
-    Raises:
-        TypeError: ``description`` not a string, ``out`` not a path or None, ``seeds`` not a string or None.
-        ValueError: ``seeds`` that :func:`seed_range` refuses; ``steps`` or ``workers`` below 1.
-    """
-    if not isinstance(description, str):
-        raise TypeError(f"description must be a string, got {describe(description)}")
-    if out is not None and not isinstance(out, (str, os.PathLike)):
-        raise TypeError(f"out must be a path or None, got {describe(out)}")
-    parser = argparse.ArgumentParser(description=description)
-    if seeds is not None:
-        seed_range(seeds)
-        parser.add_argument("--seeds", type=seed_range, default=seeds,
-                            help=f"first-last seed, e.g. 0-1 (default: {seeds})")
-    if steps is not None:
-        parser.add_argument("--steps", type=int, default=check_int("steps", steps),
-                            help=f"training steps of every run (default: {steps})")
-    if workers is not None:
-        parser.add_argument("--workers", type=int, default=check_int("workers", workers),
-                            help=f"runs at a time, each in its own process on one thread; the results do not "
-                                 f"depend on it (default: {workers})")
-    where = "the part's own file" if out is None else out
-    parser.add_argument("--out", type=Path, default=None if out is None else Path(out),
-                        help=f"the results file (default: {where})")
-    return parser
-
-
-def _one_thread() -> None:
-    torch.set_num_threads(1)
-
-
-def run_seeded(run: Callable[[object], object], tasks: Iterable[object], workers: int) -> list:
-    """``[run(task) for task in tasks]``, in that order, ``workers`` runs at a time: the benchmarks' one runner.
-
-    Each run goes to a fresh (spawned) process that uses one PyTorch thread, as the chapters train: the course's
-    models are too small to gain from threads, and one thread sums in the same order on every machine, so the
-    results do not depend on ``workers`` or on the order the runs finish in. ``run`` must be importable by name
-    (a function at the top of a module or script) and each task picklable, usually ``(arm, settings, seed)``.
-
-    Raises:
-        TypeError: ``run`` not callable, ``tasks`` not iterable, ``workers`` not an integer.
-        ValueError: ``workers`` below 1.
-    """
-    check_callable("run", run, "a function task -> result, defined at the top of a module")
-    if isinstance(tasks, (str, bytes)) or not isinstance(tasks, Iterable):
-        raise TypeError(f"tasks must be an iterable of the runs' arguments, got {describe(tasks)}")
-    workers = check_int("workers", workers)
-    tasks = list(tasks)
-    if not tasks:
-        return []
-    with multiprocessing.get_context("spawn").Pool(min(workers, len(tasks)), initializer=_one_thread) as pool:
-        return pool.map(run, tasks, chunksize=1)
-
-
-def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
-    """The mean and the sample standard deviation of a measurement over seeds; one value has deviation 0.
-
-    Raises:
-        TypeError: ``values`` not a sequence of real numbers.
-        ValueError: no values, or one that is NaN or infinite.
-    """
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise TypeError(f"values must be a sequence of numbers, got {describe(values)}")
-    values = [check_real(f"values[{i}]", v) for i, v in enumerate(values)]
-    if not values:
-        raise ValueError("values must hold at least one number, got an empty sequence")
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def read_results(name: str, repository: str | None = None, *, history: bool = False) -> dict:

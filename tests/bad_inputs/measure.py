@@ -108,22 +108,3 @@ CASES += [
     case(seed_range, lambda: seed_range("a-b"), ValueError, arg="text", says="'a-b'", id="measure.seed_range-words"),
     case(seed_range, lambda: seed_range(3), TypeError, arg="text", id="measure.seed_range-int"),
 ]
-
-from attention_course.measure import mean_and_std, run_seeded, seeded_parser  # noqa: E402
-
-CASES += [
-    case(seeded_parser, lambda: seeded_parser("x", out=NOWHERE, seeds="4-0"), ValueError, arg="text",
-         says="FIRST <= LAST", id="measure.seeded_parser-reversed-seeds"),
-    case(seeded_parser, lambda: seeded_parser("x", out=3), TypeError, arg="out", id="measure.seeded_parser-out-int"),
-    case(seeded_parser, lambda: seeded_parser("x", out=None, workers=0), ValueError, arg="workers",
-         id="measure.seeded_parser-no-workers"),
-    case(run_seeded, lambda: run_seeded(abs, [1], workers=0), ValueError, arg="workers",
-         id="measure.run_seeded-no-workers"),
-    case(run_seeded, lambda: run_seeded("train", [1], workers=1), TypeError, arg="run",
-         id="measure.run_seeded-run-string"),
-    case(run_seeded, lambda: run_seeded(abs, 3, workers=1), TypeError, arg="tasks", id="measure.run_seeded-tasks-int"),
-    case(mean_and_std, lambda: mean_and_std([]), ValueError, arg="values", id="measure.mean_and_std-empty"),
-    case(mean_and_std, lambda: mean_and_std([1.0, float("nan")]), ValueError, arg="values[1]",
-         id="measure.mean_and_std-nan"),
-    case(mean_and_std, lambda: mean_and_std(2.0), TypeError, arg="values", id="measure.mean_and_std-scalar"),
-]

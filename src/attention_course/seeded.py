@@ -1,0 +1,110 @@
+"""Arms over seeds: the one runner of the benchmarks that train (the results files of chapters 2–7).
+
+Such a benchmark compares *arms*, settings that differ in one thing, over *seeds*, the same seeds in every arm so
+that the arms are paired. This module owns how it runs: the command line (:func:`seeded_parser`: ``--seeds``,
+``--steps``, ``--workers``, ``--out``), the runs (:func:`run_seeded`: each in a fresh process on one PyTorch
+thread, so the results depend neither on ``--workers`` nor on the order the runs finish in) and the summary over
+seeds (:func:`mean_and_std`). :func:`attention_course.measure.write_results` records what they produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import torch
+
+from ._checks import check_callable, check_int, check_real, describe
+from .measure import seed_range
+
+__all__ = ["mean_and_std", "run_seeded", "seeded_parser"]
+
+
+def seeded_parser(
+    description: str,
+    *,
+    out: Path | None,
+    seeds: str | None = "0-4",
+    steps: int | None = None,
+    workers: int | None = None,
+) -> argparse.ArgumentParser:
+    """The command line of a benchmark that trains over seeds: ``--seeds``, ``--out`` and, where given a default,
+    ``--steps`` and ``--workers``. A script adds its own options (``--part``) to the parser returned.
+
+    Args:
+        description: the script's one-line description.
+        out: the default of ``--out`` (the results file; None: the script chooses one per part).
+        seeds: the default of ``--seeds`` (read by :func:`seed_range`); None leaves ``--seeds`` to the script.
+        steps: the default of ``--steps``, the training steps of every run; None: no such option.
+        workers: the default of ``--workers`` (:func:`run_seeded`'s processes); None: no such option.
+
+    Raises:
+        TypeError: ``description`` not a string, ``out`` not a path or None, ``seeds`` not a string or None.
+        ValueError: ``seeds`` that :func:`seed_range` refuses; ``steps`` or ``workers`` below 1.
+    """
+    if not isinstance(description, str):
+        raise TypeError(f"description must be a string, got {describe(description)}")
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a path or None, got {describe(out)}")
+    parser = argparse.ArgumentParser(description=description)
+    if seeds is not None:
+        seed_range(seeds)
+        parser.add_argument("--seeds", type=seed_range, default=seeds,
+                            help=f"first-last seed, e.g. 0-1 (default: {seeds})")
+    if steps is not None:
+        parser.add_argument("--steps", type=int, default=check_int("steps", steps),
+                            help=f"training steps of every run (default: {steps})")
+    if workers is not None:
+        parser.add_argument("--workers", type=int, default=check_int("workers", workers),
+                            help=f"runs at a time, each in its own process on one thread; the results do not "
+                                 f"depend on it (default: {workers})")
+    where = "the part's own file" if out is None else out
+    parser.add_argument("--out", type=Path, default=None if out is None else Path(out),
+                        help=f"the results file (default: {where})")
+    return parser
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def run_seeded(run: Callable[[object], object], tasks: Iterable[object], workers: int) -> list:
+    """``[run(task) for task in tasks]``, in that order, ``workers`` runs at a time: the benchmarks' one runner.
+
+    Each run goes to a fresh (spawned) process that uses one PyTorch thread, as the chapters train: the course's
+    models are too small to gain from threads, and one thread sums in the same order on every machine, so the
+    results do not depend on ``workers`` or on the order the runs finish in. ``run`` must be importable by name
+    (a function at the top of a module or script) and each task picklable, usually ``(arm, settings, seed)``.
+
+    Raises:
+        TypeError: ``run`` not callable, ``tasks`` not iterable, ``workers`` not an integer.
+        ValueError: ``workers`` below 1.
+    """
+    check_callable("run", run, "a function task -> result, defined at the top of a module")
+    if isinstance(tasks, (str, bytes)) or not isinstance(tasks, Iterable):
+        raise TypeError(f"tasks must be an iterable of the runs' arguments, got {describe(tasks)}")
+    workers = check_int("workers", workers)
+    tasks = list(tasks)
+    if not tasks:
+        return []
+    with multiprocessing.get_context("spawn").Pool(min(workers, len(tasks)), initializer=_one_thread) as pool:
+        return pool.map(run, tasks, chunksize=1)
+
+
+def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation of a measurement over seeds; one value has deviation 0.
+
+    Raises:
+        TypeError: ``values`` not a sequence of real numbers.
+        ValueError: no values, or one that is NaN or infinite.
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"values must be a sequence of numbers, got {describe(values)}")
+    values = [check_real(f"values[{i}]", v) for i, v in enumerate(values)]
+    if not values:
+        raise ValueError("values must hold at least one number, got an empty sequence")
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0

@@ -1,0 +1,39 @@
+"""seeded.py: the benchmarks' runner of arms over seeds (its command line, its processes, its summary)."""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention_course.measure import cpu_threads
+from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
+
+
+def test_seeded_parser_reads_the_benchmarks_options(tmp_path):
+    p = seeded_parser("a sweep", out=tmp_path / "r.json", seeds="0-4", steps=600, workers=2)
+    args = p.parse_args([])
+    assert (list(args.seeds), args.steps, args.workers, args.out) == ([0, 1, 2, 3, 4], 600, 2, tmp_path / "r.json")
+    args = p.parse_args(["--seeds", "3", "--steps", "20", "--workers", "1", "--out", "/tmp/x.json"])
+    assert (list(args.seeds), args.steps, args.workers, args.out) == ([3], 20, 1, Path("/tmp/x.json"))
+    bare = seeded_parser("a part", out=None, seeds=None)  # no --seeds, --steps or --workers: the script adds them
+    assert vars(bare.parse_args([])) == {"out": None}
+    with pytest.raises(SystemExit):
+        bare.parse_args(["--steps", "3"])
+
+
+def test_run_seeded_keeps_the_tasks_order_and_runs_on_one_thread():
+    tasks = [[1.0, 3.0], [2.0], [5.0, 5.0, 8.0]]
+    assert run_seeded(mean_and_std, tasks, workers=2) == [mean_and_std(t) for t in tasks]
+    with cpu_threads(2):  # the parent's setting does not reach the runs
+        assert run_seeded(operator.call, [torch.get_num_threads] * 2, workers=2) == [1, 1]
+    assert run_seeded(mean_and_std, [], workers=2) == []
+
+
+def test_mean_and_std_is_the_mean_and_the_sample_deviation():
+    mean, std = mean_and_std([1.0, 2.0, 4.0])
+    assert mean == pytest.approx(7 / 3) and std == pytest.approx((((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2
+                                                                   + (4 - 7 / 3) ** 2) / 2) ** 0.5)
+    assert mean_and_std([2.5]) == (2.5, 0.0)
