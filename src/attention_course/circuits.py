@@ -84,8 +84,12 @@ def head_weights(mha: MultiHeadAttention, dtype: torch.dtype | None = None) -> H
     )
 
 
-def _stacks(names: tuple[str, str], a: ArrayLike, b: ArrayLike) -> tuple[bool, torch.Tensor, torch.Tensor]:
-    """Two stacks of matrices of one kind, dtype and device, whose leading (head) dimensions broadcast."""
+def _stacks(
+    names: tuple[str, str], a: ArrayLike, b: ArrayLike, share: tuple[str, int, int]
+) -> tuple[bool, torch.Tensor, torch.Tensor]:
+    """Two stacks of matrices of one kind, dtype and device, whose leading (head) dimensions broadcast and which
+    share a size: ``share = (its name, a's dimension, b's dimension)``. Returns whether they were NumPy arrays, and
+    both as tensors."""
     as_numpy = same_kind(names, [a, b])
     ta, tb = as_tensor(names[0], a), as_tensor(names[1], b)
     for name, t in zip(names, (ta, tb), strict=True):
@@ -98,20 +102,11 @@ def _stacks(names: tuple[str, str], a: ArrayLike, b: ArrayLike) -> tuple[bool, t
     except RuntimeError:
         raise ValueError(f"{names[0]} and {names[1]} must have leading (head) dimensions that broadcast, got "
                          f"{describe(ta)} and {describe(tb)}") from None
+    inner, side_a, side_b = share
+    if ta.shape[side_a] != tb.shape[side_b]:
+        raise ValueError(f"{names[0]} and {names[1]} must share {inner} ({names[0]}'s dimension {side_a}, "
+                         f"{names[1]}'s dimension {side_b}), got {tuple(ta.shape)} and {tuple(tb.shape)}")
     return as_numpy, ta, tb
-
-
-def _product(
-    names: tuple[str, str], shapes: tuple[str, str], a: ArrayLike, b: ArrayLike, inner: str, *, transpose: bool
-) -> ArrayLike:
-    """``a @ bᵀ`` (``transpose``) or ``a @ b`` for two stacks that must share the size ``inner``, returned in the
-    inputs' kind; ``names`` and ``shapes`` are the arguments' as the messages say them."""
-    as_numpy, ta, tb = _stacks(names, a, b)
-    right = tb.transpose(-2, -1) if transpose else tb
-    if ta.shape[-1] != right.shape[-2]:
-        raise ValueError(f"{names[0]} {shapes[0]} and {names[1]} {shapes[1]} must share {inner}, got "
-                         f"{tuple(ta.shape)} and {tuple(tb.shape)}")
-    return to_output(ta @ right, as_numpy)
 
 
 def qk_circuit(w_q: ArrayLike, w_k: ArrayLike) -> ArrayLike:
@@ -126,7 +121,8 @@ def qk_circuit(w_q: ArrayLike, w_k: ArrayLike) -> ArrayLike:
 
     At the edges: ``d_k = 0`` gives the zero matrix (an empty sum), as ``torch.matmul``.
     """
-    return _product(("w_q", "w_k"), ("(..., d_model, d_k)", "(..., d_kv, d_k)"), w_q, w_k, "d_k", transpose=True)
+    as_numpy, w_q, w_k = _stacks(("w_q", "w_k"), w_q, w_k, share=("d_k", -1, -1))
+    return to_output(w_q @ w_k.transpose(-2, -1), as_numpy)
 
 
 def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
@@ -141,7 +137,8 @@ def ov_circuit(w_v: ArrayLike, w_o: ArrayLike) -> ArrayLike:
 
     At the edges: ``d_v = 0`` gives the zero matrix (an empty sum), as ``torch.matmul``.
     """
-    return _product(("w_v", "w_o"), ("(..., d_model, d_v)", "(..., d_v, d_out)"), w_v, w_o, "d_v", transpose=False)
+    as_numpy, w_v, w_o = _stacks(("w_v", "w_o"), w_v, w_o, share=("d_v", -1, -2))
+    return to_output(w_v @ w_o, as_numpy)
 
 
 def reparametrized(mha: MultiHeadAttention, m: torch.Tensor, n: torch.Tensor | None = None) -> MultiHeadAttention:
