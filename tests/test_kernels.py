@@ -440,6 +440,16 @@ def test_autotuning_the_atomic_dq_adds_into_zeros_at_every_launch(monkeypatch):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def test_one_rule_gives_the_float32_buffers_and_the_padded_head():
+    """The launcher and the ahead-of-time compiler take both from one place: dQ is float32 when added into
+    atomically, dK and dV when grouped heads are summed afterwards; the head is padded to a power of two ≥ 16."""
+    assert flash_triton.wide_buffers(atomic_dq=False, grouped=False) == frozenset()
+    assert flash_triton.wide_buffers(atomic_dq=True, grouped=False) == {"DQ"}
+    assert flash_triton.wide_buffers(atomic_dq=False, grouped=True) == {"DK", "DV"}
+    assert flash_triton.wide_buffers(atomic_dq=True, grouped=True) == {"DQ", "DK", "DV"}
+    assert [flash_triton.padded_head(d) for d in (1, 16, 17, 64, 65, 200, 256)] == [16, 16, 32, 64, 128, 256, 256]
+
+
 def test_autotuning_keeps_the_fastest_candidate_that_fits():
     """fastest() (autotune=True on a GPU): each candidate launched once (compiling it; one too large for shared
     memory raises and is skipped), then timed; the fastest that fits wins, and none fitting raises."""

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 
 from .._checks import check_choice, check_dtype, check_flag, check_int, describe
-from .flash_triton import DTYPES, MAX_HEAD_DIM, check_tile, halve_tiles, kernels_for, tile_sizes
+from .flash_triton import DTYPES, MAX_HEAD_DIM, check_tile, halve_tiles, kernels_for, tile_sizes, wide_buffers
 
 __all__ = ["SHARED_MEMORY", "VARIANTS", "GpuCompilation", "compile_for_gpu", "stores_in_loops", "tiles_for_gpu"]
 
@@ -158,10 +158,10 @@ def _compile_here(request: str) -> None:
         kernel = getattr(compiled, name)
         # the arguments of a launch on (batch, 16 heads, n, d) tensors, the tensors as triton's stand-ins (an
         # aligned address and a dtype): triton's own binder specialises them as a launch does
-        # float32 where the launcher passes float32: lse and D always, dQ when the dK, dV kernel adds into it
+        # float32 where the launcher passes float32: lse and D always, the gradient buffers by the launcher's own
+        # rule (one key-value head per query head here: group 1 in the arguments below)
         wide = {p.rstrip("*") for p in _POINTERS[name] if p.endswith("*")}
-        if request["flags"]["ATOMIC_DQ"]:
-            wide.add("DQ")
+        wide |= wide_buffers(atomic_dq=request["flags"]["ATOMIC_DQ"], grouped=False)
         tensors = [MockTensor(torch.float32 if p.rstrip("*") in wide else dtype) for p in _POINTERS[name]]
         args = (*tensors, 0.125, n, n, d, 16, 1, 0, 0)  # scale, n_q, n_k, d, heads, group, offset, window
         flags = {p.name: request["flags"][p.name] for p in kernel.params if p.name in request["flags"]}

@@ -150,13 +150,27 @@ def _table_key(arch: int, dtype: torch.dtype, block_d: int) -> tuple[int, int, i
     return 90 if arch >= 90 else 80, 32 if dtype == torch.float32 else 16, min(max(block_d, 64), 256)
 
 
+def padded_head(d: int) -> int:
+    """The head size ``BLOCK_D`` a kernel computes with: ``d`` rounded up to a power of two, at least 16 (``tl.dot``
+    wants every side so); the columns past ``d`` are masked to zero."""
+    return max(16, 1 << (d - 1).bit_length())
+
+
+def wide_buffers(atomic_dq: bool, grouped: bool) -> frozenset[str]:
+    """The backward's gradient buffers the launcher allocates in float32 whatever the inputs' dtype (``lse`` and
+    ``D`` are float32 always): ``"DQ"`` when the dK, dV kernel adds into it atomically, ``"DK"`` and ``"DV"`` when
+    grouped heads are summed over each group afterwards. :func:`~attention_course.kernels.aot.compile_for_gpu`
+    compiles with the same rule."""
+    return frozenset(({"DQ"} if atomic_dq else set()) | ({"DK", "DV"} if grouped else set()))
+
+
 def tile_sizes(kernel: str, d: int, dtype: torch.dtype, arch: int = 80, block_q: int | None = None,
                block_k: int | None = None) -> tuple[Tiles, int]:
     """The :class:`Tiles` kernel ``kernel`` ("forward", "dkdv" or "dq") is launched with for head size ``d``, the
     inputs' dtype and a GPU of compute capability ``arch`` × 10 (:data:`DEFAULT_TILES`), ``block_q``/``block_k``
     replacing the tiles' sides where given, and the padded head size ``BLOCK_D`` (``tl.dot`` wants every side a
     power of two ≥ 16). A tile that does not fit the GPU at hand is halved at launch (:func:`_launch`)."""
-    block_d = max(16, 1 << (d - 1).bit_length())
+    block_d = padded_head(d)
     tiles = DEFAULT_TILES[_table_key(arch, dtype, block_d)][kernel]
     return tiles._replace(block_m=block_q or tiles.block_m, block_n=block_k or tiles.block_n), block_d
 
@@ -234,13 +248,14 @@ def _time(fn: Any) -> float:
 
 
 def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, flags: dict, tiles: Tiles,
-            block_d: int, tune: bool = False) -> None:
+            block_d: int, tune: bool = False, zeroed: torch.Tensor | None = None) -> None:
     """Run kernel ``name`` over a grid of (tiles of ``rows``) × (batch · query heads); ``rows`` is counted in
     BLOCK_M (forward, dQ) or BLOCK_N (dK, dV) tiles; ``mask`` is ``(heads, group, offset, window)`` (offset None:
     not causal; window None: no window); ``flags`` the kernel's other constexpr switches. On triton's
     OutOfResources (the tiles need more shared memory than this GPU has), halve the larger tile and try again,
     down to 16 × 16; past that, a RuntimeError that says so. ``tune`` (on a GPU): time :data:`CANDIDATES` at the
-    first launch per kernel, dtype, head size, mask kind and length bucket, and keep the fastest."""
+    first launch per kernel, dtype, head size, mask kind and length bucket, and keep the fastest. ``zeroed``: a
+    buffer the kernel adds into (the atomic dQ), set to zero before every launch, tuning launches included."""
     kernels = kernels_for(interpreting())
     heads, group, offset, window = mask
     args = (*args, heads, group, offset or 0, window or 0)
@@ -253,8 +268,8 @@ def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, fla
         options = {**flags, "BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_D": block_d}
         if not interpreting():
             options.update(num_warps=t.warps, num_stages=t.stages)
-        if flags.get("ATOMIC_DQ"):  # args[8], the dK, dV kernel's dQ: every launch (tuning too) starts from zeros
-            args[8].zero_()
+        if zeroed is not None:
+            zeroed.zero_()
         kernel[grid(rows, own(t), batch_heads)](*args, **options)
 
     if tune and _tunes(x):
@@ -264,7 +279,7 @@ def _launch(name: str, rows: int, args: tuple, x: torch.Tensor, mask: tuple, fla
             _TUNED[key] = fastest(choices, run, _time, kernels.OutOfResources)
         run(_TUNED[key])
         return
-    key = (name, x.device, x.dtype, block_d, tiles.block_m, tiles.block_n)
+    key = (name, x.device, x.dtype, block_d, *flags.values(), tiles.block_m, tiles.block_n)
     tiles = tiles._replace(**dict(zip(("block_m", "block_n"), _FITTED.get(key, tiles[:2]), strict=True)))
     while True:
         try:
@@ -285,7 +300,7 @@ def _delta(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     """``D = rowsum(dO ∘ O)`` in float32, ``(batch, heads, n_q)``, by :func:`flash_kernels.delta_kernel`."""
     rows, d = out.numel() // out.shape[-1], out.shape[-1]
     delta = torch.empty(out.shape[:-1], dtype=torch.float32, device=out.device)
-    block_d = max(16, 1 << (d - 1).bit_length())
+    block_d = padded_head(d)
     block_m = 64 if block_d <= 128 else 32
     kernels_for(interpreting()).delta[(-(-rows // block_m),)](out, grad_out, delta, rows, d, BLOCK_M=block_m,
                                                               BLOCK_D=block_d)
@@ -321,15 +336,15 @@ class _TritonAttention(torch.autograd.Function):
         (batch, heads, n_q, d), kv_heads, n_k = q.shape, k.shape[1], k.shape[2]
         grad_out = grad_out.contiguous()
         delta = _delta(out, grad_out)
-        # dQ: written once per element by the second pass, or float32 sums of atomic adds from the dK, dV programs
-        dq = torch.empty_like(q) if deterministic else torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-        # dK, dV per query head; with grouped keys and values, summed over each group in float32 afterwards
-        per_head = (batch, heads, n_k, d)
-        dk, dv = (torch.empty(per_head, dtype=q.dtype if heads == kv_heads else torch.float32, device=q.device)
-                  for _ in "kv")
+        # dQ: written once per element by the second pass, or float32 sums of atomic adds from the dK, dV programs;
+        # dK, dV per query head, with grouped keys and values summed over each group in float32 afterwards
+        wide = wide_buffers(atomic_dq=not deterministic, grouped=heads != kv_heads)
+        dq, dk, dv = (torch.empty((batch, heads, n, d), dtype=torch.float32 if name in wide else q.dtype,
+                                  device=q.device) for name, n in (("DQ", n_q), ("DK", n_k), ("DV", n_k)))
         (dkdv, block_d), (dq_tiles, _) = tiles["dkdv"], tiles["dq"]
         _launch("dkdv", n_k, (q, k, v, grad_out, lse, delta, dk, dv, dq, scale, n_q, n_k, d), q, mask,
-                {"ATOMIC_DQ": not deterministic, "LONG": long}, dkdv, block_d, tune)
+                {"ATOMIC_DQ": not deterministic, "LONG": long}, dkdv, block_d, tune,
+                zeroed=None if deterministic else dq)
         if deterministic:
             _launch("dq", n_q, (q, k, v, grad_out, lse, delta, dq, scale, n_q, n_k, d), q, mask, {"LONG": long},
                     dq_tiles, block_d, tune)
