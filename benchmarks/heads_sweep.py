@@ -42,9 +42,10 @@ from attention_course.measure import write_results
 from attention_course.seeded import seeded_parser
 
 RESULTS = Path(__file__).resolve().parent / "results"
-D_MODEL, KEY_VOCAB, VALUE_VOCAB, N_PAIRS = 32, 16, 8, 8
+TASK = hd.TwoQueryTask(batch=128)  # the batches and the held-out set of every run
+D_MODEL, KEY_VOCAB, VALUE_VOCAB, N_PAIRS = 32, TASK.key_vocab, TASK.value_vocab, TASK.n_pairs
 SEEDS = (0, 1, 2, 3, 4)
-LR, BATCH, WINDOW = 5e-3, 128, 100
+LR, BATCH, WINDOW = 5e-3, TASK.batch, 100
 HEADS = (1, 2, 4, 8, 16)
 LONG, SHORT = (400, 1600, 6400), (400, 1600)
 #: (h, d_k or None for one W per head, checkpoints); d_v = D_MODEL // h
@@ -78,13 +79,13 @@ def table3a(seeds: tuple[int, ...], out: Path) -> None:
     results = {}
     for h in HEADS:
         runs = hd.checkpoint_runs(lambda h=h: hd.TwoQueryRecall(D_MODEL, h, KEY_VOCAB, VALUE_VOCAB), seeds, LONG,
-                                  batch=BATCH, lr=LR, window=WINDOW)
+                                  task=TASK, lr=LR, window=WINDOW)
         results[str(h)] = summarise(runs)
         print("h", h, results[str(h)]["test_loss"], flush=True)
     settings = {"d_model": D_MODEL, "heads": list(HEADS), "d_k = d_v": "d_model / h", "seeds": list(seeds),
                 "checkpoints": list(LONG), "lr": LR, "batch": BATCH, "window": WINDOW, "optimizer": "adamw, clip 1",
                 "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} value_vocab={VALUE_VOCAB}",
-                "test": "2000 questions, seed 10000", "threads": 1,
+                "test": f"{TASK.test_size} questions, seed 10000", "threads": 1,
                 "model": "TwoQueryRecall (the package's MultiHeadAttention)"}
     print("wrote", write_results(out, results, settings, code=[table3a]))
 
@@ -97,7 +98,7 @@ def factors(seeds: tuple[int, ...], out: Path) -> None:
         def build(h=h, d_k=d_k, d_v=d_v):
             return hd.ScoreHeadsRecall(D_MODEL, h, d_k, d_v, KEY_VOCAB, VALUE_VOCAB)
 
-        runs = hd.checkpoint_runs(build, seeds, checkpoints, batch=BATCH, lr=LR, window=WINDOW)
+        runs = hd.checkpoint_runs(build, seeds, checkpoints, task=TASK, lr=LR, window=WINDOW)
         model = runs.models[0]
         entry = summarise(runs)
         entry.update(h=h, d_k=d_k, d_v=d_v, score_parameters=model.attn.score_parameters(),
@@ -110,7 +111,8 @@ def factors(seeds: tuple[int, ...], out: Path) -> None:
                 "d_v": "d_model / h", "seeds": list(seeds), "lr": LR, "batch": BATCH, "window": WINDOW,
                 "optimizer": "adamw, clip 1", "threads": 1,
                 "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} value_vocab={VALUE_VOCAB}",
-                "test": "2000 questions, seed 10000", "model": "ScoreHeadsRecall (d_k None: one W per head)",
+                "test": f"{TASK.test_size} questions, seed 10000",
+                "model": "ScoreHeadsRecall (d_k None: one W per head)",
                 "flops": "attention layer, one question reading 8 pairs, torch FlopCounterMode"}
     print("wrote", write_results(out, results, settings, code=[factors]))
 
@@ -129,7 +131,7 @@ def controls(seeds: tuple[int, ...], out: Path) -> None:
               lambda h=h: hd.TwoQueryRecall(D_MODEL, h, KEY_VOCAB, VALUE_VOCAB), LR2) for h in (4, 16)]
     results = {}
     for name, build, lr in arms:
-        runs = hd.checkpoint_runs(build, seeds, SHORT, batch=BATCH, lr=lr, window=WINDOW)
+        runs = hd.checkpoint_runs(build, seeds, SHORT, task=TASK, lr=lr, window=WINDOW)
         results[name] = summarise(runs) | {"lr": lr}
         if name.endswith("learned_temperature"):  # each head's e^θ at the end of the run (1600 steps)
             results[name]["temperatures_at_end"] = [
@@ -138,7 +140,7 @@ def controls(seeds: tuple[int, ...], out: Path) -> None:
     settings = {"d_model": D_MODEL, "scales": list(SCALES), "second_lr": LR2, "seeds": list(seeds),
                 "checkpoints": list(SHORT), "batch": BATCH, "window": WINDOW, "optimizer": "adamw, clip 1",
                 "threads": 1, "task": f"two_query_recall n_pairs={N_PAIRS} key_vocab={KEY_VOCAB} "
-                f"value_vocab={VALUE_VOCAB}", "test": "2000 questions, seed 10000",
+                f"value_vocab={VALUE_VOCAB}", "test": f"{TASK.test_size} questions, seed 10000",
                 "models": "ScoreHeadsRecall(h=16, d_k=2, d_v=2, score_scale or a learned temperature e^θ per head, "
                           "θ from 0) at lr 5e-3; TwoQueryRecall at lr 1e-2"}
     print("wrote", write_results(out, results, settings, code=[controls]))

@@ -12,6 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from attention_course.experiments import heads as hd
 from attention_course.train import run_seeds
 
+SMALL = hd.TwoQueryTask(batch=16, test_size=64)  # a task small enough for a unit test
+
 
 @pytest.mark.parametrize("n,d_model,h", [(5, 8, 2), (7, 12, 3), (16, 16, 1)])
 def test_counts_match_flop_counter_and_scores_agree(n, d_model, h):
@@ -187,12 +189,12 @@ def test_two_query_sampler_is_a_seeded_stream():
 
 def test_head_sweep_bookkeeping_and_threads():
     before = torch.get_num_threads()
-    sweep = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, batch=16, test_size=64)
+    sweep = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, task=SMALL)
     assert torch.get_num_threads() == before  # run_seeds restored the setting
     assert sweep.heads == [1, 4] and set(sweep.models) == {1, 4}
     assert all(len(sweep.accuracy[h]) == len(sweep.loss[h]) == 2 for h in (1, 4))
     assert all(0.0 <= a <= 1.0 for h in (1, 4) for a in sweep.accuracy[h])
-    again = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, batch=16, test_size=64)
+    again = hd.head_sweep(d_model=8, heads=(1, 4), seeds=(0, 1), steps=20, task=SMALL)
     assert again.loss == sweep.loss  # seeded: reproducible
     # h = 4, seed 1, by hand: weights from seed 1, batches from seed 1001, the test set from seed 10_000
     test = hd.two_query_recall(64, 8, 16, 8, torch.Generator().manual_seed(10_000))
@@ -276,16 +278,16 @@ def test_learned_temperature_starts_at_one_and_learns():
     torch.testing.assert_close(learned(q, kv, kv)[1], plain(q, kv, kv)[1], rtol=0, atol=1e-6)
     recall = hd.ScoreHeadsRecall(8, 4, 2, 2, 16, 8, learned_temperature=True)
     runs = hd.checkpoint_runs(lambda: hd.ScoreHeadsRecall(8, 4, 2, 2, 16, 8, learned_temperature=True), (0,),
-                              (5,), batch=16, test_size=64, window=5)
+                              (5,), task=SMALL, window=5)
     assert recall.attn.log_temperature.abs().max() == 0
     assert runs.models[0].attn.log_temperature.abs().max() > 0  # trained
 
 
 def test_checkpoint_runs_match_head_sweep():
-    runs = hd.checkpoint_runs(lambda: hd.TwoQueryRecall(8, 2, 16, 8), (0, 1), (5, 10), batch=16, test_size=64,
+    runs = hd.checkpoint_runs(lambda: hd.TwoQueryRecall(8, 2, 16, 8), (0, 1), (5, 10), task=SMALL,
                               window=4)
-    short = hd.head_sweep(d_model=8, heads=(2,), seeds=(0, 1), steps=5, batch=16, test_size=64)
-    full = hd.head_sweep(d_model=8, heads=(2,), seeds=(0, 1), steps=10, batch=16, test_size=64)
+    short = hd.head_sweep(d_model=8, heads=(2,), seeds=(0, 1), steps=5, task=SMALL)
+    full = hd.head_sweep(d_model=8, heads=(2,), seeds=(0, 1), steps=10, task=SMALL)
     assert [s[0] for s in runs.loss] == short.loss[2] and [s[1] for s in runs.loss] == full.loss[2]
     assert [s[1] for s in runs.accuracy] == full.accuracy[2]
     assert len(runs.curve[0]) == 3 and runs.checkpoints == [5, 10]

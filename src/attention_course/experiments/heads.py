@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -53,6 +54,7 @@ __all__ = [
     "fit_attention_patterns",
     "two_query_recall",
     "two_query_sampler",
+    "TwoQueryTask",
     "TwoQueryRecall",
     "HeadSweep",
     "head_sweep",
@@ -348,6 +350,40 @@ def two_query_sampler(batch: int, n_pairs: int, key_vocab: int, value_vocab: int
     return lambda step: two_query_recall(batch, n_pairs, key_vocab, value_vocab, g)
 
 
+@dataclass(frozen=True)
+class TwoQueryTask:
+    """The data every run of §4.5 and its lab trains and is scored on (chapter 4): batches of ``batch``
+    questions, each storing ``n_pairs`` (key, value) pairs of ``key_vocab`` keys and ``value_vocab`` values
+    (:func:`two_query_recall`). Run seed ``s`` draws its batches from ``two_query_sampler(..., seed=1000 + s)``
+    (:meth:`sampler`); every run is scored on one held-out set of ``test_size`` questions drawn with seed 10_000
+    (:meth:`test_set`). One object, so a sweep, its checkpointed runs and a results file's record of them cannot
+    disagree about the task.
+
+    Raises:
+        TypeError, ValueError: sizes as :func:`two_query_recall` wants them, ``test_size < 1``.
+    """
+
+    batch: int = 128
+    n_pairs: int = 8
+    key_vocab: int = 16
+    value_vocab: int = 8
+    test_size: int = 2000
+
+    def __post_init__(self) -> None:
+        _check_two_query_sizes(check_int("batch", self.batch), self.n_pairs, self.key_vocab, self.value_vocab)
+        check_int("test_size", self.test_size)
+
+    def sampler(self, seed: int) -> Sampler:
+        """Run seed ``seed``'s training batches: :func:`two_query_sampler` seeded with ``1000 + seed``."""
+        seed = check_int("seed", seed, low=0)
+        return two_query_sampler(self.batch, self.n_pairs, self.key_vocab, self.value_vocab, seed=1_000 + seed)
+
+    def test_set(self) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The held-out questions every run is scored on: ``test_size`` of them, drawn with seed 10_000."""
+        return two_query_recall(self.test_size, self.n_pairs, self.key_vocab, self.value_vocab,
+                                torch.Generator().manual_seed(10_000))
+
+
 class TwoQueryRecall(nn.Module):
     """A one-layer model for :func:`two_query_recall`: cross-attention from the question to the stored pairs.
 
@@ -438,25 +474,20 @@ def head_sweep(
     heads: Sequence[int] = (1, 2, 4, 8, 16),
     seeds: Sequence[int] = (0, 1, 2),
     steps: int = 400,
-    batch: int = 128,
     lr: float = 5e-3,
-    n_pairs: int = 8,
-    key_vocab: int = 16,
-    value_vocab: int = 8,
-    test_size: int = 2000,
+    task: TwoQueryTask = TwoQueryTask(),  # noqa: B008 -- frozen: one shared default is safe
 ) -> HeadSweep:
     """Train :class:`TwoQueryRecall` for every number of heads at fixed ``d_model`` (Table 3 (A) in miniature).
 
     :func:`~attention_course.train.run_seeds` does the runs, on one CPU thread: seed ``s`` fixes the initial
-    weights, and the training batches come from ``two_query_sampler(..., seed=1000 + s)``. Every run is scored on
-    one held-out test set (2000 questions drawn with seed 10_000), shared by all runs.
+    weights, and ``task`` (a :class:`TwoQueryTask`) the batches and the held-out test set shared by all runs.
 
     Returns:
         A :class:`HeadSweep` with test accuracy and test cross-entropy per (h, seed).
 
     Every argument is checked before the first run: ``heads`` and ``seeds`` non-empty (``seeds`` distinct and
-    ``≥ 0``), each ``h`` dividing ``d_model``, sizes as :func:`two_query_recall` wants them, ``lr ≥ 0`` (0 leaves
-    the weights as they start, as PyTorch's optimisers allow).
+    ``≥ 0``), each ``h`` dividing ``d_model``, ``task`` a :class:`TwoQueryTask`, ``lr ≥ 0`` (0 leaves the
+    weights as they start, as PyTorch's optimisers allow).
     """
     d_model = check_int("d_model", d_model)
     heads = check_ints("heads", heads)
@@ -467,13 +498,12 @@ def head_sweep(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct (a repeated seed repeats its run exactly), got {seeds}")
     steps, lr = check_int("steps", steps), check_real("lr", lr, low=0)
-    _check_two_query_sizes(check_int("batch", batch), n_pairs, key_vocab, value_vocab)
-    test_size = check_int("test_size", test_size)
-    test = _two_query_test(test_size, n_pairs, key_vocab, value_vocab)
+    check_instance("task", task, TwoQueryTask)
+    test = task.test_set()
     runs = {
         h: run_seeds(
-            lambda h=h: TwoQueryRecall(d_model, h, key_vocab, value_vocab),
-            lambda s: two_query_sampler(batch, n_pairs, key_vocab, value_vocab, seed=1_000 + s),
+            lambda h=h: TwoQueryRecall(d_model, h, task.key_vocab, task.value_vocab),
+            task.sampler,
             test,
             seeds,
             steps=steps,
@@ -489,11 +519,6 @@ def head_sweep(
         models={h: rs[0].model for h, rs in runs.items()},
         runs=runs,
     )
-
-
-def _two_query_test(test_size: int, n_pairs: int, key_vocab: int, value_vocab: int):
-    """The held-out set every run of §4.5 is scored on: ``test_size`` questions drawn with seed 10_000."""
-    return two_query_recall(test_size, n_pairs, key_vocab, value_vocab, torch.Generator().manual_seed(10_000))
 
 
 # ------------------------------------------------------------------- one W per head, d_k apart from d_v
@@ -627,12 +652,8 @@ def checkpoint_runs(
     seeds: Sequence[int],
     checkpoints: Sequence[int],
     *,
-    batch: int = 128,
     lr: float = 5e-3,
-    n_pairs: int = 8,
-    key_vocab: int = 16,
-    value_vocab: int = 8,
-    test_size: int = 2000,
+    task: TwoQueryTask = TwoQueryTask(),  # noqa: B008 -- frozen: one shared default is safe
     window: int = 50,
 ) -> CheckpointRuns:
     """Train ``build()`` on :func:`two_query_recall` as :func:`head_sweep` does, scoring it at several budgets.
@@ -645,7 +666,7 @@ def checkpoint_runs(
 
     Raises:
         TypeError, ValueError: ``build`` not callable; ``seeds`` or ``checkpoints`` empty, repeated or not
-            positive integers (seeds may be 0); sizes as :func:`two_query_recall` wants them; ``window < 1``.
+            positive integers (seeds may be 0); ``task`` not a :class:`TwoQueryTask`; ``window < 1``.
     """
     if isinstance(build, nn.Module) or not callable(build):  # a model is callable, but is not a builder
         raise TypeError(f"build must be a function () -> a new model, called once per seed; got {describe(build)}")
@@ -653,10 +674,9 @@ def checkpoint_runs(
     checkpoints = sorted(check_ints("checkpoints", checkpoints))
     if len(set(checkpoints)) != len(checkpoints):
         raise ValueError(f"checkpoints must be distinct steps, got {checkpoints}")
-    _check_two_query_sizes(check_int("batch", batch), n_pairs, key_vocab, value_vocab)
-    window, test_size = check_int("window", window), check_int("test_size", test_size)
-    lr = check_real("lr", lr, low=0)
-    test = _two_query_test(test_size, n_pairs, key_vocab, value_vocab)
+    check_instance("task", task, TwoQueryTask)
+    window, lr = check_int("window", window), check_real("lr", lr, low=0)
+    test = task.test_set()
     scored: dict[int, list[tuple[float, float]]] = {}  # id(model) -> [(accuracy, loss) per checkpoint]
     steps_done: dict[int, int] = {}
 
@@ -669,7 +689,7 @@ def checkpoint_runs(
 
     runs = run_seeds(
         build,
-        lambda s: two_query_sampler(batch, n_pairs, key_vocab, value_vocab, seed=1_000 + s),
+        task.sampler,
         test,
         seeds,
         steps=checkpoints[-1],
