@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import operator
 from pathlib import Path
 
 import pytest
 import torch
 
-from attention_course.measure import cpu_threads
 from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
 
 
@@ -18,17 +16,22 @@ def test_seeded_parser_reads_the_benchmarks_options(tmp_path):
     assert (list(args.seeds), args.steps, args.workers, args.out) == ([0, 1, 2, 3, 4], 600, 2, tmp_path / "r.json")
     args = p.parse_args(["--seeds", "3", "--steps", "20", "--workers", "1", "--out", "/tmp/x.json"])
     assert (list(args.seeds), args.steps, args.workers, args.out) == ([3], 20, 1, Path("/tmp/x.json"))
-    bare = seeded_parser("a part", out=None, seeds=None)  # no --seeds, --steps or --workers: the script adds them
-    assert vars(bare.parse_args([])) == {"out": None}
+    bare = seeded_parser("a part", out=None)  # no --steps or --workers; --out: the script chooses per part
+    assert (list(bare.parse_args([]).seeds), bare.parse_args([]).out) == ([0, 1, 2, 3, 4], None)
     with pytest.raises(SystemExit):
         bare.parse_args(["--steps", "3"])
 
 
-def test_run_seeded_keeps_the_tasks_order_and_runs_on_one_thread():
+def _threads(_task: object) -> int:
+    return torch.get_num_threads()
+
+
+def test_run_seeded_keeps_the_tasks_order_and_runs_on_one_thread(monkeypatch):
     tasks = [[1.0, 3.0], [2.0], [5.0, 5.0, 8.0]]
     assert run_seeded(mean_and_std, tasks, workers=2) == [mean_and_std(t) for t in tasks]
-    with cpu_threads(2):  # the parent's setting does not reach the runs
-        assert run_seeded(operator.call, [torch.get_num_threads] * 2, workers=2) == [1, 1]
+    # a spawned process would start with OMP_NUM_THREADS threads: the runner sets one
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert run_seeded(_threads, range(3), workers=2) == [1, 1, 1]
     assert run_seeded(mean_and_std, [], workers=2) == []
 
 

@@ -104,8 +104,9 @@ def _stacks(
                          f"{describe(ta)} and {describe(tb)}") from None
     inner, side_a, side_b = share
     if ta.shape[side_a] != tb.shape[side_b]:
-        raise ValueError(f"{names[0]} and {names[1]} must share {inner} ({names[0]}'s dimension {side_a}, "
-                         f"{names[1]}'s dimension {side_b}), got {tuple(ta.shape)} and {tuple(tb.shape)}")
+        side = {-1: "last", -2: "second-to-last"}
+        raise ValueError(f"{names[0]} and {names[1]} must share {inner} (the {side[side_a]} dimension of "
+                         f"{names[0]}, the {side[side_b]} of {names[1]}), got {tuple(ta.shape)} and {tuple(tb.shape)}")
     return as_numpy, ta, tb
 
 

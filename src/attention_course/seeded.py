@@ -2,9 +2,10 @@
 
 Such a benchmark compares *arms*, settings that differ in one thing, over *seeds*, the same seeds in every arm so
 that the arms are paired. This module owns how it runs: the command line (:func:`seeded_parser`: ``--seeds``,
-``--steps``, ``--workers``, ``--out``), the runs (:func:`run_seeded`: each in a fresh process on one PyTorch
-thread, so the results depend neither on ``--workers`` nor on the order the runs finish in) and the summary over
-seeds (:func:`mean_and_std`). :func:`attention_course.measure.write_results` records what they produced.
+``--steps``, ``--workers``, ``--out``), the runs (:func:`run_seeded`: in ``--workers`` spawned processes on one
+PyTorch thread each; every run seeds itself, so the results depend neither on ``--workers`` nor on the order the
+runs finish in) and the summary over seeds (:func:`mean_and_std`). :func:`attention_course.measure.write_results`
+records what they produced.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def seeded_parser(
     description: str,
     *,
     out: Path | None,
-    seeds: str | None = "0-4",
+    seeds: str = "0-4",
     steps: int | None = None,
     workers: int | None = None,
 ) -> argparse.ArgumentParser:
@@ -38,12 +39,12 @@ def seeded_parser(
     Args:
         description: the script's one-line description.
         out: the default of ``--out`` (the results file; None: the script chooses one per part).
-        seeds: the default of ``--seeds`` (read by :func:`seed_range`); None leaves ``--seeds`` to the script.
+        seeds: the default of ``--seeds`` (read by :func:`seed_range`).
         steps: the default of ``--steps``, the training steps of every run; None: no such option.
         workers: the default of ``--workers`` (:func:`run_seeded`'s processes); None: no such option.
 
     Raises:
-        TypeError: ``description`` not a string, ``out`` not a path or None, ``seeds`` not a string or None.
+        TypeError: ``description`` not a string, ``out`` not a path or None, ``seeds`` not a string.
         ValueError: ``seeds`` that :func:`seed_range` refuses; ``steps`` or ``workers`` below 1.
     """
     if not isinstance(description, str):
@@ -51,10 +52,8 @@ def seeded_parser(
     if out is not None and not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a path or None, got {describe(out)}")
     parser = argparse.ArgumentParser(description=description)
-    if seeds is not None:
-        seed_range(seeds)
-        parser.add_argument("--seeds", type=seed_range, default=seeds,
-                            help=f"first-last seed, e.g. 0-1 (default: {seeds})")
+    seed_range(seeds)
+    parser.add_argument("--seeds", type=seed_range, default=seeds, help=f"first-last seed, e.g. 0-1 (default: {seeds})")
     if steps is not None:
         parser.add_argument("--steps", type=int, default=check_int("steps", steps),
                             help=f"training steps of every run (default: {steps})")
@@ -75,10 +74,12 @@ def _one_thread() -> None:
 def run_seeded(run: Callable[[object], object], tasks: Iterable[object], workers: int) -> list:
     """``[run(task) for task in tasks]``, in that order, ``workers`` runs at a time: the benchmarks' one runner.
 
-    Each run goes to a fresh (spawned) process that uses one PyTorch thread, as the chapters train: the course's
-    models are too small to gain from threads, and one thread sums in the same order on every machine, so the
-    results do not depend on ``workers`` or on the order the runs finish in. ``run`` must be importable by name
-    (a function at the top of a module or script) and each task picklable, usually ``(arm, settings, seed)``.
+    The runs go to ``workers`` spawned processes that use one PyTorch thread each, as the chapters train: the
+    course's models are too small to gain from threads, and one thread sums in the same order on every machine. A
+    process runs several tasks in turn and keeps its module state between them (a script may cache its corpus
+    there), so each run must seed itself, as every benchmark's does: then the results depend neither on
+    ``workers`` nor on the order the runs finish in. ``run`` must be importable by name (a function at the top of a
+    module or script) and each task picklable, usually ``(arm, settings, seed)``.
 
     Raises:
         TypeError: ``run`` not callable, ``tasks`` not iterable, ``workers`` not an integer.

@@ -250,8 +250,9 @@ def compare(got: Any, want: torch.Tensor, *, atol: float, rtol: float = 0.0, wha
 
 def compare_count(got: Any, want: int, *, what: str, where: str) -> Verdict:
     """None if ``got`` is the integer ``want`` (a count: FLOPs, bytes), else why not, without giving ``want`` away:
-    an answer of another kind, or a count too small or too large. A 0-d integer tensor counts by its value."""
-    value = got.item() if isinstance(got, torch.Tensor) and got.ndim == 0 and not (
+    an answer of another kind, or a count too small or too large. An integer tensor of one element counts by its
+    value."""
+    value = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 and not (
         got.is_floating_point() or got.dtype == torch.bool) else got
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         return f"{where}: the answer should be an integer {what}, got {describe(got)}"

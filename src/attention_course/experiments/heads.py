@@ -370,8 +370,10 @@ class TwoQueryTask:
     test_size: int = 2000
 
     def __post_init__(self) -> None:
-        _check_two_query_sizes(check_int("batch", self.batch), self.n_pairs, self.key_vocab, self.value_vocab)
+        _check_two_query_sizes(self.batch, self.n_pairs, self.key_vocab, self.value_vocab)
         check_int("test_size", self.test_size)
+        for name in ("batch", "n_pairs", "key_vocab", "value_vocab", "test_size"):  # plain ints (JSON, hashing)
+            object.__setattr__(self, name, int(getattr(self, name)))
 
     def sampler(self, seed: int) -> Sampler:
         """Run seed ``seed``'s training batches: :func:`two_query_sampler` seeded with ``1000 + seed``."""

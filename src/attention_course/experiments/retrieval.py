@@ -402,8 +402,8 @@ def sweep_settings(
     so the record cannot drift from the runs). Every run trains on one thread.
 
     Raises:
-        TypeError: ``optimisers`` not a mapping of ``name -> (optimizer, lr, clip)``; ``d_ks`` or ``seeds`` not
-            sequences.
+        TypeError, ValueError: ``optimisers`` not a mapping of ``name -> (optimizer, lr, clip)``; ``d_ks`` or
+            ``seeds`` not sequences of non-negative integers; ``steps`` not a positive integer.
     """
     if not isinstance(optimisers, Mapping) or not all(isinstance(v, tuple) and len(v) == 3
                                                        for v in optimisers.values()):
@@ -411,9 +411,12 @@ def sweep_settings(
     for name, value in (("d_ks", d_ks), ("seeds", seeds)):
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
             raise TypeError(f"{name} must be a sequence of integers, got {describe(value)}")
+        for i, item in enumerate(value):
+            check_int(f"{name}[{i}]", item, low=0)
+    steps = check_int("steps", steps)
     defaults = inspect.signature(train_retrieval).parameters
     return {
-        "d_ks": list(d_ks), "seeds": list(seeds), "steps": steps, "arms": list(ARMS),
+        "d_ks": [int(d) for d in d_ks], "seeds": [int(s) for s in seeds], "steps": steps, "arms": list(ARMS),
         "optimisers": {k: {"optimizer": o, "lr": lr, "clip": c} for k, (o, lr, c) in optimisers.items()},
         **{k: defaults[k].default for k in ("d_model", "n_pairs", "key_vocab", "value_vocab", "batch")},
         "threads": 1,

@@ -206,8 +206,8 @@ def grid(rows: int, block: int, batch_heads: int) -> tuple[int]:
     return (programs,)
 
 
-#: (kernel, device, dtype, d, tiles asked for) → the tiles that fitted, so that a GPU too small for the default
-#: tiles pays for the failed launches once.
+#: (kernel, device, dtype, d, the kernel's flags, tiles asked for) → the tiles that fitted, so that a GPU too small
+#: for the default tiles pays for the failed launches once.
 _FITTED: dict[tuple, tuple[int, int]] = {}
 #: (kernel, device, dtype, d, mask kind, length bucket) → the candidate ``autotune`` found fastest.
 _TUNED: dict[tuple, Tiles] = {}
