@@ -147,6 +147,7 @@ CASES = [
     case(TwoQueryTask, lambda: TwoQueryTask(test_size=0), ValueError, arg="test_size",
          id="heads.TwoQueryTask-test_size"),
     case(TwoQueryTask, lambda: TwoQueryTask(batch=2.5), TypeError, arg="batch", id="heads.TwoQueryTask-batch-float"),
+    case(TwoQueryTask, lambda: TwoQueryTask(batch=0), ValueError, arg="batch", id="heads.TwoQueryTask-batch-zero"),
     case(TwoQueryTask, lambda: TwoQueryTask().sampler(-1), ValueError, arg="seed",
          id="heads.TwoQueryTask.sampler-seed-negative"),
     case(head_sweep, lambda: head_sweep(task={"batch": 16}), TypeError, arg="task", id="heads.head_sweep-task-dict"),

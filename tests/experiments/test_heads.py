@@ -312,3 +312,16 @@ def test_score_heads_weights_follow_multihead_attention():
     weights = model.attention_weights(keys, values, qa, qb)
     assert weights.shape == (6, 4, 8)
     torch.testing.assert_close(weights.sum(-1), torch.ones(6, 4))
+
+
+def test_two_query_task_seeds_its_batches_and_its_held_out_set():
+    """Run seed s trains on two_query_sampler(seed=1000 + s); every run is scored on 2000 questions of seed 10 000."""
+    import numpy as np
+
+    task = hd.TwoQueryTask(batch=np.int64(16))
+    assert type(task.batch) is int and task == hd.TwoQueryTask(batch=16)
+    (got, target), (want, want_target) = task.sampler(3)(0), hd.two_query_sampler(16, 8, 16, 8, seed=1003)(0)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)) and torch.equal(target, want_target)
+    inputs, targets = hd.TwoQueryTask().test_set()
+    again = hd.two_query_recall(2000, 8, 16, 8, torch.Generator().manual_seed(10_000))
+    assert torch.equal(targets, again[1]) and all(torch.equal(a, b) for a, b in zip(inputs, again[0], strict=True))

@@ -360,7 +360,7 @@ class TwoQueryTask:
     disagree about the task.
 
     Raises:
-        TypeError, ValueError: sizes as :func:`two_query_recall` wants them, ``test_size < 1``.
+        TypeError, ValueError: sizes as :func:`two_query_recall` wants them, ``batch`` or ``test_size`` below 1.
     """
 
     batch: int = 128
@@ -370,7 +370,7 @@ class TwoQueryTask:
     test_size: int = 2000
 
     def __post_init__(self) -> None:
-        _check_two_query_sizes(self.batch, self.n_pairs, self.key_vocab, self.value_vocab)
+        _check_two_query_sizes(check_int("batch", self.batch), self.n_pairs, self.key_vocab, self.value_vocab)
         check_int("test_size", self.test_size)
         for name in ("batch", "n_pairs", "key_vocab", "value_vocab", "test_size"):  # plain ints (JSON, hashing)
             object.__setattr__(self, name, int(getattr(self, name)))
