@@ -32,7 +32,7 @@ from pathlib import Path
 from attention_course.data import CORPUS_FILE, load_corpus
 from attention_course.experiments.gpt import CPU_CONFIG, train_gpt
 from attention_course.measure import write_results
-from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
+from attention_course.seeded import run_seeded, seeded_parser, summarise_arms
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_schedule.json"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / CORPUS_FILE  # fingerprinted by its bytes
@@ -79,11 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     plan = arms(args.steps)
     runs = run_seeded(run_one, [(name, settings, seed) for name, settings in plan.items() for seed in seeds],
                       args.workers)
-    summary = {}
-    for name in plan:
-        mean, std = mean_and_std([r["validation_bpc"] for r in runs if r["arm"] == name])
-        summary[name] = {"mean_bpc": mean, "std_bpc": std}
-        print(f"{name}: {mean:.4f} ± {std:.4f} bits/char")
+    summary = summarise_arms(runs, plan, "validation_bpc")
     results = {"summary": summary, "runs": runs}
     settings = {"arms": plan, "seeds": seeds, "threads": 1, "eval_windows": EVAL_WINDOWS,
                 "corpus": f"data/{CORPUS_FILE}"}

@@ -32,7 +32,7 @@ from attention_course.data import CORPUS_FILE, find_data_file, load_corpus, spli
 from attention_course.experiments.gpt import CPU_CONFIG
 from attention_course.experiments.tokens import bpe_corpus, char_corpus, ngram_bits, train_tokens
 from attention_course.measure import write_results
-from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
+from attention_course.seeded import run_seeded, seeded_parser, summarise_arms
 from attention_course.tokenizer import BPETokenizer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_tokens.json"
@@ -99,11 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
         }
         print(key, {k: v for k, v in tokenizations[key].items() if k != "first_merges"}, flush=True)
     runs = run_seeded(run_one, [(name, arm, seed) for name, arm in plan.items() for seed in seeds], args.workers)
-    summary = {}
-    for name in plan:
-        mean, std = mean_and_std([r["bits_per_char"] for r in runs if r["arm"] == name])
-        summary[name] = {"mean_bpc": mean, "std_bpc": std}
-        print(f"{name}: {mean:.4f} ± {std:.4f} bits/char")
+    summary = summarise_arms(runs, plan, "bits_per_char")
     results = {"tokenizations": tokenizations, "summary": summary, "runs": runs}
     settings = {"arms": plan, "seeds": seeds, "threads": 1, "corpus": f"data/{CORPUS_FILE}",
                 "split": {"block": 50, "every": 10}, "vocabs": list(VOCABS), "tie_break": "smallest pair"}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
+from attention_course.seeded import mean_and_std, run_seeded, seeded_parser, summarise_arms
 
 
 def test_seeded_parser_reads_the_benchmarks_options(tmp_path):
@@ -40,3 +41,12 @@ def test_mean_and_std_is_the_mean_and_the_sample_deviation():
     assert mean == pytest.approx(7 / 3) and std == pytest.approx((((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2
                                                                    + (4 - 7 / 3) ** 2) / 2) ** 0.5)
     assert mean_and_std([2.5]) == (2.5, 0.0)
+    assert mean_and_std(torch.tensor([1.0, 3.0])) == mean_and_std(np.array([1.0, 3.0])) == (2.0, 2**0.5)
+
+
+def test_summarise_arms_takes_each_arm_over_its_own_seeds(capsys):
+    runs = [{"arm": "a", "seed": 0, "bpc": 1.0}, {"arm": "b", "seed": 0, "bpc": 5.0},
+            {"arm": "a", "seed": 1, "bpc": 3.0}]
+    summary = summarise_arms(runs, ["a", "b"], "bpc")
+    assert summary == {"a": {"mean_bpc": 2.0, "std_bpc": pytest.approx(2**0.5)}, "b": {"mean_bpc": 5.0, "std_bpc": 0.0}}
+    assert capsys.readouterr().out == "a: 2.0000 ± 1.4142 bits/char\nb: 5.0000 ± 0.0000 bits/char\n"

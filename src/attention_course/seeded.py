@@ -17,12 +17,13 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ._checks import check_callable, check_int, check_real, describe
 from .measure import seed_range
 
-__all__ = ["mean_and_std", "run_seeded", "seeded_parser"]
+__all__ = ["mean_and_std", "run_seeded", "seeded_parser", "summarise_arms"]
 
 
 def seeded_parser(
@@ -96,16 +97,40 @@ def run_seeded(run: Callable[[object], object], tasks: Iterable[object], workers
         return pool.map(run, tasks, chunksize=1)
 
 
-def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
+def mean_and_std(values: Sequence[float] | torch.Tensor | np.ndarray) -> tuple[float, float]:
     """The mean and the sample standard deviation of a measurement over seeds; one value has deviation 0.
 
     Raises:
-        TypeError: ``values`` not a sequence of real numbers.
-        ValueError: no values, or one that is NaN or infinite.
+        TypeError: ``values`` not a sequence (or tensor, or array) of real numbers.
+        ValueError: no values, one that is NaN or infinite, or one above 1e300 in size (the mean would overflow).
     """
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor, np.ndarray)):
         raise TypeError(f"values must be a sequence of numbers, got {describe(values)}")
     values = [check_real(f"values[{i}]", v) for i, v in enumerate(values)]
     if not values:
         raise ValueError("values must hold at least one number, got an empty sequence")
+    if max(abs(v) for v in values) > 1e300:
+        raise ValueError(f"values must be below 1e300 in size (their mean would overflow), got {max(values, key=abs)}")
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarise_arms(runs: Sequence[dict], arms: Iterable[str], key: str) -> dict[str, dict[str, float]]:
+    """Per arm, the mean and deviation over seeds of ``run[key]`` (bits per character) for the runs whose
+    ``"arm"`` is that arm, as ``{arm: {"mean_bpc", "std_bpc"}}``, each printed as it is summarised.
+
+    Raises:
+        TypeError: ``runs`` not a sequence of dicts. ValueError: an arm without runs, a run without ``key``.
+    """
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence) or not all(isinstance(r, dict) for r in runs):
+        raise TypeError(f"runs must be a sequence of dicts (one per run), got {describe(runs)}")
+    summary = {}
+    for name in arms:
+        mine = [r for r in runs if r.get("arm") == name]
+        if not mine:
+            raise ValueError(f"runs must hold at least one run of each arm, got none of arm {name!r}")
+        if any(key not in r for r in mine):
+            raise ValueError(f"runs must each hold {key!r}, got a run of arm {name!r} without it")
+        mean, std = mean_and_std([r[key] for r in mine])
+        summary[name] = {"mean_bpc": mean, "std_bpc": std}
+        print(f"{name}: {mean:.4f} ± {std:.4f} bits/char")
+    return summary

@@ -9,12 +9,10 @@ print only robust summaries (final accuracy rounded, mean ± std over seeds).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,6 +32,7 @@ from ._checks import (
 from .device import seeded
 from .measure import cpu_threads
 from .objectives import label_smoothed_cross_entropy, transformer_lr
+from .seeded import mean_and_std
 
 __all__ = ["History", "Evaluation", "SeedRun", "train_step", "fit", "evaluate", "accuracy", "run_seeds", "mean_std"]
 
@@ -317,23 +316,15 @@ def run_seeds(
 
 
 def mean_std(values: Sequence[float], digits: int = 3) -> str:
-    """``"mean ± std"`` over seeds (sample standard deviation), rounded for printing. One value has std 0.
+    """``"mean ± std"`` over seeds (:func:`~attention_course.seeded.mean_and_std`), rounded for printing.
 
     Raises:
         TypeError: a value that is not a real number, ``digits`` not an integer.
         ValueError: no values, a NaN or infinite value, negative ``digits``.
     """
-    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor, np.ndarray)):
-        raise TypeError(f"values must be a sequence of numbers, got {describe(values)}")
-    values = [check_real(f"values[{i}]", v) for i, v in enumerate(values)]
-    if not values:
-        raise ValueError("values must hold at least one number, got an empty sequence")
+    mean, std = mean_and_std(values)
     check_int("digits", digits, low=0)
-    if max(abs(v) for v in values) > 1e300:
-        raise ValueError(f"values must be below 1e300 in size (their mean would overflow), got {max(values, key=abs)}")
-    m = statistics.fmean(values)
-    s = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{m:.{digits}f} ± {s:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
 # --------------------------------------------------------------------------------------------- chapter 5

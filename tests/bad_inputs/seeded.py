@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attention_course.seeded import mean_and_std, run_seeded, seeded_parser
+from attention_course.seeded import mean_and_std, run_seeded, seeded_parser, summarise_arms
 from bad_inputs import case
 
 NOWHERE = "/tmp/never-written.json"
@@ -22,4 +22,12 @@ CASES = [
     case(mean_and_std, lambda: mean_and_std([1.0, float("nan")]), ValueError, arg="values[1]",
          id="seeded.mean_and_std-nan"),
     case(mean_and_std, lambda: mean_and_std(2.0), TypeError, arg="values", id="seeded.mean_and_std-scalar"),
+    case(mean_and_std, lambda: mean_and_std([1e308, 1e308]), ValueError, arg="values",
+         id="seeded.mean_and_std-overflow"),
+    case(summarise_arms, lambda: summarise_arms("runs", ["a"], "bpc"), TypeError, arg="runs",
+         id="seeded.summarise_arms-string"),
+    case(summarise_arms, lambda: summarise_arms([{"arm": "a", "bpc": 1.0}], ["a", "b"], "bpc"), ValueError,
+         arg="runs", says="'b'", id="seeded.summarise_arms-arm-without-runs"),
+    case(summarise_arms, lambda: summarise_arms([{"arm": "a", "loss": 1.0}], ["a"], "bpc"), ValueError,
+         arg="runs", says="'bpc'", id="seeded.summarise_arms-missing-key"),
 ]
