@@ -5,9 +5,9 @@ load checks: all math typeset by the offline MathJax (no raw TeX left, no MathJa
 no console errors, no request leaving the machine, nothing wider than the screen; a screenshot of the first
 screen. The desktop load of a page in `_toc.yml` also checks that in dark mode no text is invisible and every
 figure keeps its own opaque background, and that of a chapter that it opens with its question (the setup cell
-collapsed) and its solutions hidden. Those three checks share the loads (`page_reports`, computed once by the
-worker that runs the class TestEveryPage) and report as three tests. Then: search finds "softmax", the prev/next links
-walk the book in `_toc.yml` order, the bibliography renders.
+collapsed) and its solutions hidden; the desktop loads also read each page's previous/next links, which must walk
+the book in `_toc.yml` order. Those four checks share the loads (`page_reports`, computed once by the worker that
+runs the class TestEveryPage) and report as four tests. Then: search finds "softmax", the bibliography renders.
 """
 
 from __future__ import annotations
@@ -117,11 +117,12 @@ def _dark_problems(report: dict, rel: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def page_reports(browser, site, site_url) -> dict[str, list[str]]:
-    """Load every page of the site at each width once and gather what three tests judge: "render" (every page,
-    both widths), "dark" (the `_toc.yml` pages at desktop width, dark mode) and "chapters" (each chapter's
-    opening and its solutions, at desktop width). A reader in dark mode gets the dark theme (default_mode: auto),
-    so the desktop loads ask for it; light mode is what the phone loads see."""
+def page_reports(browser, site, site_url) -> dict:
+    """Load every page of the site at each width once and gather what four tests judge: "render" (every page,
+    both widths), "dark" (the `_toc.yml` pages at desktop width, dark mode), "chapters" (each chapter's
+    opening and its solutions, at desktop width) and "walk" (the previous/next links of each `_toc.yml` page, read
+    on its desktop load, and where a click on the first page's "next" lands). A reader in dark mode gets the dark
+    theme (default_mode: auto), so the desktop loads ask for it; light mode is what the phone loads see."""
     pages = _all_pages(site)
     assert len(pages) >= len(_toc_pages()), pages
     toc = {f"{p}.html" for p in _toc_pages()}
@@ -129,6 +130,7 @@ def page_reports(browser, site, site_url) -> dict[str, list[str]]:
     assert toc <= set(pages) and chapters <= toc, (toc - set(pages), chapters - toc)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     problems: dict[str, list[str]] = {"render": [], "dark": [], "chapters": []}
+    walk: dict[str, tuple[str | None, str | None]] = {}  # page -> (previous, next), as a click would resolve them
     for rel in pages:
         for name, viewport in VIEWPORTS.items():
             scheme = "dark" if name == "desktop" else "light"
@@ -141,16 +143,34 @@ def page_reports(browser, site, site_url) -> dict[str, list[str]]:
             page.screenshot(path=str(shot))
             if name == "desktop" and rel in toc:
                 problems["dark"] += _dark_problems(page.evaluate(_CONTRAST), rel)
+                walk[rel.removesuffix(".html")] = (_link(page, "a.left-prev", site_url),
+                                                   _link(page, "a.right-next", site_url))
             if name == "desktop" and rel in chapters:  # last: it clicks, opening what it checks
                 problems["chapters"] += _chapter_problems(page, rel.removesuffix(".html"))
             problems["render"] += [f"{where}: console error: {e}" for e in errors]
             problems["render"] += [f"{where}: request leaving the machine (aborted): {u}" for u in attempted]
             context.close()
-    return problems
+    # The links are read above; one click shows that following "next" is what a reader's click does.
+    first = _toc_pages()[0]
+    context, page, _, attempted = _visit(browser, f"{site_url}/{first}.html", VIEWPORTS["desktop"])
+    with page.expect_navigation(wait_until="domcontentloaded"):
+        page.click("a.right-next")
+    clicked = page.url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
+    context.close()
+    return {**problems, "walk": walk, "clicked": (first, clicked, attempted)}
+
+
+def _link(page, selector: str, site_url: str) -> str | None:
+    """Where the page's link ``selector`` leads, as a path without suffix (None: the page has no such link)."""
+    link = page.query_selector(selector)
+    if link is None:
+        return None
+    url = page.evaluate("(a) => a.href", link)  # resolved against the page, as a click would
+    return url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
 
 
 class TestEveryPage:
-    """The three judgements of every page's loads (page_reports). A class, so that `make reader`'s --dist loadscope
+    """The four judgements of every page's loads (page_reports). A class, so that `make reader`'s --dist loadscope
     sends the three to one worker and the pages load once (pytest-xdist's xdist_group marks did not group tests
     under pytest 9: each worker loaded every page)."""
 
@@ -167,6 +187,20 @@ class TestEveryPage:
         open. And every exercise's solution is hidden, one click away (_solutions_hidden)."""
         assert not page_reports["chapters"], "\n".join(page_reports["chapters"])
 
+    def test_prev_next_walk_the_toc(self, page_reports):
+        """Following "next" from the first page walks every page in `_toc.yml` order, and on each page "previous"
+        points at the page before. The links are those each page's desktop load found; clicking the first page's
+        "next" lands where its link says."""
+        expected, walk = _toc_pages(), page_reports["walk"]
+        first, clicked, attempted = page_reports["clicked"]
+        assert clicked == walk[first][1] and not attempted, (clicked, walk[first], attempted)
+        walked = [expected[0]]
+        while (nxt := walk.get(walked[-1], (None, None))[1]) is not None:
+            walked.append(nxt)
+            assert len(walked) <= len(expected) + 1, walked
+        assert walked == expected
+        assert [walk[p][0] for p in expected] == [None, *expected[:-1]]
+
 
 def test_search_finds_softmax(browser, site_url):
     context, page, errors, attempted = _visit(browser, f"{site_url}/search.html?q=softmax", VIEWPORTS["desktop"])
@@ -175,35 +209,6 @@ def test_search_finds_softmax(browser, site_url):
     context.close()
     assert any("01_soft_lookup" in h for h in hits), hits
     assert not errors and not attempted
-
-
-def test_prev_next_walk_the_toc(browser, site_url):
-    """Clicking "next" from the first page walks every page in _toc.yml order, and on each page "previous" points
-    at the page before (read from its link on the way: a walk back would load every page a second time)."""
-    expected = _toc_pages()
-    context, page, _, attempted = _visit(browser, f"{site_url}/{expected[0]}.html", VIEWPORTS["desktop"])
-
-    def here() -> str:
-        return page.url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
-
-    def previous() -> str | None:
-        prev = page.query_selector("a.left-prev")
-        if prev is None:
-            return None
-        url = page.evaluate("(a) => a.href", prev)  # resolved against the page, as a click would
-        return url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
-
-    walked, back = [here()], [previous()]
-    while (nxt := page.query_selector("a.right-next")) is not None:
-        with page.expect_navigation(wait_until="domcontentloaded"):  # the links are in the HTML: no need to
-            nxt.click()  # wait for the page's math and images, which the every-page test checks
-        walked.append(here())
-        back.append(previous())
-        assert len(walked) <= len(expected) + 1, walked
-    context.close()
-    assert walked == expected
-    assert back == [None, *expected[:-1]]
-    assert not attempted
 
 
 def test_bibliography_renders(browser, site_url):
