@@ -258,6 +258,34 @@ def test_atomic_dq_gives_the_same_gradients(alignment, n_q, n_k, window, heads, 
 
 @needs_triton
 @needs_interpreter
+def test_pytorchs_deterministic_mode_overrides_the_atomic_dq(monkeypatch):
+    """Under torch.use_deterministic_algorithms(True) (warn_only or not), deterministic=False runs the two-pass
+    backward — the dQ kernel, no atomic adds — as PyTorch's own operations take their deterministic implementation
+    in that mode; outside it, deterministic=False adds into dQ atomically."""
+    launched = []
+    real = flash_triton._launch
+
+    def spy(name, rows, args, x, mask, flags, *rest, **options):  # noqa: ANN001, ANN202
+        launched.append((name, flags.get("ATOMIC_DQ", False)))
+        return real(name, rows, args, x, mask, flags, *rest, **options)
+
+    monkeypatch.setattr(flash_triton, "_launch", spy)
+    q, k, v = _inputs(1, 2, 20, 20, 16, seed=3)
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    two_pass = [("forward", False), ("dkdv", False), ("dq", False)]
+    for mode, warn_only, expected in ((False, False, [("forward", False), ("dkdv", True)]),
+                                      (True, False, two_pass), (True, True, two_pass)):
+        launched.clear()
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+        try:
+            triton_attention(q, k, v, deterministic=False, block_q=16, block_k=16).output.sum().backward()
+        finally:
+            torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        assert launched == expected, (mode, warn_only, launched)
+
+
+@needs_triton
+@needs_interpreter
 @pytest.mark.parametrize(("scale", "spread"), [(-0.7, 6.0), (0.0, 6.0), (2.5, 3.0)])
 def test_any_scale_in_the_unmasked_tiles(scale, spread):
     """The unmasked tiles take each row's maximum from the raw products and form every weight with one FMA: a

@@ -427,7 +427,8 @@ def triton_attention(
             program, so that the same inputs give the same gradients on every run (seven tile products per pair
             of tiles); ``False``: FlashAttention-2's order, the dK, dV programs adding each tile's dS K into a
             float32 dQ with atomic adds (five products, no second pass), whose order — and so the last bits of
-            dQ — varies from run to run.
+            dQ — varies from run to run. Under ``torch.use_deterministic_algorithms(True)`` the second pass runs
+            whatever this says, as PyTorch's own operations take their deterministic implementation in that mode.
 
     Returns:
         :class:`~attention_course.tiled.TiledOutput` ``(output, lse)``: the output in ``q``'s dtype and each row's
@@ -481,7 +482,8 @@ def triton_attention(
         window = min(window, max(1, n_q + offset))
     scale = d ** -0.5 if scale is None else check_real("scale", scale)
     autotune = check_flag("autotune", autotune)
-    deterministic = check_flag("deterministic", deterministic)
+    # PyTorch's deterministic mode wins over deterministic=False: the atomic dQ is the one nondeterministic part
+    deterministic = check_flag("deterministic", deterministic) or torch.are_deterministic_algorithms_enabled()
     sides = check_tile("block_q", block_q), check_tile("block_k", block_k)
     tiles = {name: tile_sizes(name, d, q.dtype, arch_of(device), *sides) for name in KERNELS}
     if device.type == "cpu":  # the arguments first, then whether this machine's interpreter can run them
