@@ -1,14 +1,15 @@
 """Chapter 6's kernels on every GPU a reader has, as a launch compiles them: registers, spills, shared memory and
 tensor cores per kernel — measured by compiling, so it needs no GPU.
 
-For the A100 (sm_80) and the H100/H200 (sm_90), in float16, bfloat16 and float32, at head sizes 64, 128 and 256,
-each kernel of ``attention_course.kernels.flash_triton`` is compiled at its default tiles
-(``flash_triton.DEFAULT_TILES``) with the specialisation a launch gives it (``kernels.aot.compile_for_gpu``), in
-each variant a model launches: no mask, causal, a sliding window, and the dK, dV kernel adding into dQ atomically
-(``deterministic=False``). Recorded per kernel and variant: the tiles, warps and pipeline depth, the 32-bit
-registers a thread uses and the bytes it spills to memory (``ptxas -v``), the shared memory a program needs, and
-whether the PTX holds tensor-core (``mma``) instructions. For the T4 (sm_75, Colab's free GPU), whose 64 KiB of
-shared memory is smaller than some default tiles need, the tiles a launch halves them to (``tiles_for_gpu``).
+For the A100 (sm_80) and the H100/H200 (sm_90), in float16, bfloat16 and float32, at head sizes 64, 128 and 256, each
+kernel of ``attention_course.kernels.flash_triton`` is compiled at its default tiles (``flash_triton.DEFAULT_TILES``)
+with the specialisation a launch gives it (``kernels.aot.compile_for_gpu``), in each variant a model launches: no
+mask, causal, a sliding window, the dK, dV kernel adding into dQ atomically (``deterministic=False``), offsets in
+int64 (a head past 2³¹ elements, causal) and a negative scale (forward). Recorded per kernel and variant: the tiles,
+warps and pipeline depth, the 32-bit registers a thread uses and the bytes it spills to memory (``ptxas -v``), the
+shared memory a program needs, and whether the PTX holds tensor-core (``mma``) instructions. For the T4 (sm_75,
+Colab's free GPU), whose 64 KiB of shared memory is smaller than some default tiles need, the tiles a launch halves
+them to (``tiles_for_gpu``).
 
 Writes ``benchmarks/results/kernel_tiles.json`` with its provenance, the Triton version included (another Triton
 may choose other layouts and registers); ``tests/test_kernels.py`` fails if any default kernel there spills.

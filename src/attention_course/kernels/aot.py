@@ -40,6 +40,8 @@ VARIANTS = {
     "window": (("forward", "dkdv", "dq"), {"causal": True, "windowed": True}),
     "atomic dQ": (("dkdv",), {"deterministic": False}),
     "atomic dQ, causal": (("dkdv",), {"causal": True, "deterministic": False}),
+    "int64 offsets, causal": (("forward", "dkdv", "dq"), {"causal": True, "int64_offsets": True}),
+    "negative scale": (("forward",), {"negative_scale": True}),
 }
 
 _POINTERS = {"forward": ("Q", "K", "V", "O", "LSE*"), "dkdv": ("Q", "K", "V", "DO", "LSE*", "DELTA*", "DK", "DV", "DQ"),
@@ -76,6 +78,8 @@ def compile_for_gpu(
     windowed: bool = False,
     deterministic: bool = True,
     n: int = 4096,
+    int64_offsets: bool = False,
+    negative_scale: bool = False,
 ) -> list[GpuCompilation]:
     """Compile the kernels for an NVIDIA GPU without one, as a launch of
     :func:`~attention_course.kernels.triton_attention` would compile them: Triton's compiler and ``ptxas`` run on
@@ -95,6 +99,10 @@ def compile_for_gpu(
         kernels: which of "forward", "dkdv", "dq" to compile.
         windowed: compile the sliding-window variant (``triton_attention(..., window=...)``; needs ``causal``).
         n: the sequence length the launch is for (its divisibility by 16 is what the code depends on).
+        int64_offsets: the variant a launch takes past 2³¹ elements in one head (``LONG``: offsets within a head in
+            int64; :func:`~attention_course.kernels.flash_triton.needs_int64`), here without so long an ``n``.
+        negative_scale: the forward kernel's variant for a negative ``scale`` (``NEGATIVE``: each row's maximum
+            score is its smallest product).
 
     Raises:
         TypeError, ValueError: bad arguments. ImportError: triton is not installed. RuntimeError: the compiler
@@ -108,6 +116,8 @@ def compile_for_gpu(
     n = check_int("n", n, high=2**30)
     causal = check_flag("causal", causal)
     deterministic = check_flag("deterministic", deterministic)
+    int64_offsets, negative_scale = check_flag("int64_offsets", int64_offsets), check_flag("negative_scale",
+                                                                                          negative_scale)
     if check_flag("windowed", windowed) and not causal:
         raise ValueError("windowed must come with causal=True (a sliding window looks back from each query), got "
                          "windowed=True with causal=False")
@@ -120,7 +130,7 @@ def compile_for_gpu(
     # In a fresh Python without TRITON_INTERPRET: triton compiles for a GPU only if it was imported that way.
     request = {"arch": arch, "dtype": str(dtype).removeprefix("torch."), "d": d, "n": n,
                "kernels": {name: [*t, block_d] for name, (t, block_d) in tiles.items()},
-               "flags": {"CAUSAL": causal, "WINDOWED": windowed, "NEGATIVE": False, "LONG": False,
+               "flags": {"CAUSAL": causal, "WINDOWED": windowed, "NEGATIVE": negative_scale, "LONG": int64_offsets,
                          "ATOMIC_DQ": not deterministic}}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
