@@ -241,6 +241,7 @@ def test_atomic_dq_gives_the_same_gradients(alignment, n_q, n_k, window, heads, 
     """deterministic=False: FlashAttention-2's order, each dK, dV program adding its dS K into dQ atomically, with
     no second pass: the same gradients as the deterministic default (to rounding: the additions' order differs)
     and as float64, on every mask, ragged tiles and grouped heads included."""
+    assert not torch.are_deterministic_algorithms_enabled()  # under it, deterministic=False runs the second pass
     q, _, _ = _inputs(1, heads, n_q, n_k, 16, seed=n_q + 1)
     _, k, v = _inputs(1, kv_heads, n_q, n_k, 16, seed=n_k + 2)
     mask = (causal_mask(n_q, n_k, alignment=alignment, window=window) if alignment
@@ -553,7 +554,8 @@ def test_the_int64_variant_computes_its_offsets_in_64_bits(sm90_kernels):
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_positions"]
     assert len(calls) >= 6 and all(ast.unparse(call.args[2]) == "LONG" for call in calls), \
         [ast.unparse(call) for call in calls]
-    mul64, mul32 = r"\bmul\.lo\.s64\b", r"\bmul\.(?:lo|wide)\.s32\b"  # PTX's 64- and 32-bit integer products
+    # PTX's 64- and 32-bit integer products, alone or fused with an add (mad), as LLVM may emit either
+    mul64, mul32 = r"\b(?:mul|mad)\.lo\.s64\b", r"\b(?:mul|mad)\.(?:lo|wide)\.s32\b"
     for int32, int64 in zip(sm90_kernels[False], sm90_kernels[True], strict=True):
         assert len(re.findall(mul64, int64.ptx)) > len(re.findall(mul64, int32.ptx)), int32.kernel
         assert len(re.findall(mul32, int64.ptx)) < len(re.findall(mul32, int32.ptx)), int32.kernel
@@ -608,9 +610,9 @@ TILES_RECORD = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / 
 def test_no_default_kernel_spills_on_an_a100_or_an_h100():
     """benchmarks/kernel_tiles.py compiled every kernel at its default tiles, as a launch specialises it, for sm_80
     and sm_90, three dtypes, head sizes 64, 128 and 256 and every variant a model launches (no mask, causal,
-    window, atomic dQ, int64 offsets, negative scale): the record covers today's DEFAULT_TILES
+    window, atomic dQ, int64 offsets with the causal mask, negative scale): the record covers today's DEFAULT_TILES
     (tests/test_results_files.py holds it to today's code), no kernel spills a register to memory but one — the
-    float32 forward kernel at d = 128 on sm_90 with int64 offsets (a head past 2³¹ elements), 8 bytes a thread,
+    float32 forward kernel at d = 128 on sm_90 with int64 offsets (a head of 2³¹ elements or more), 8 bytes a thread,
     which chapter 6's lab names — every one fits the GPU's shared memory, and the dK, dV kernel (the transposed
     form) writes nothing into shared memory inside its loops in 16-bit on sm_90 at d ≤ 128, unless it adds into
     dQ."""

@@ -171,7 +171,7 @@ def _link(page, selector: str, site_url: str) -> str | None:
 
 class TestEveryPage:
     """The four judgements of every page's loads (page_reports). A class, so that `make reader`'s --dist loadscope
-    sends the three to one worker and the pages load once (pytest-xdist's xdist_group marks did not group tests
+    sends the four to one worker and the pages load once (pytest-xdist's xdist_group marks did not group tests
     under pytest 9: each worker loaded every page)."""
 
     def test_every_page_renders_offline(self, page_reports):

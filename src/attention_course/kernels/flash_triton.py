@@ -427,8 +427,9 @@ def triton_attention(
             program, so that the same inputs give the same gradients on every run (seven tile products per pair
             of tiles); ``False``: FlashAttention-2's order, the dK, dV programs adding each tile's dS K into a
             float32 dQ with atomic adds (five products, no second pass), whose order — and so the last bits of
-            dQ — varies from run to run. Under ``torch.use_deterministic_algorithms(True)`` the second pass runs
-            whatever this says, as PyTorch's own operations take their deterministic implementation in that mode.
+            dQ — varies from run to run. If ``torch.use_deterministic_algorithms(True)`` is in force when this is
+            called, the second pass runs whatever this says (PyTorch's own operations take their deterministic
+            implementation in that mode); the mode is read here, at the call, not when the backward pass runs.
 
     Returns:
         :class:`~attention_course.tiled.TiledOutput` ``(output, lse)``: the output in ``q``'s dtype and each row's
