@@ -155,7 +155,7 @@ def page_reports(browser, site, site_url) -> dict:
     context, page, _, attempted = _visit(browser, f"{site_url}/{first}.html", VIEWPORTS["desktop"])
     with page.expect_navigation(wait_until="domcontentloaded"):
         page.click("a.right-next")
-    clicked = page.url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
+    clicked = _page_path(page.url, site_url)
     context.close()
     return {**problems, "walk": walk, "clicked": (first, clicked, attempted)}
 
@@ -165,7 +165,11 @@ def _link(page, selector: str, site_url: str) -> str | None:
     link = page.query_selector(selector)
     if link is None:
         return None
-    url = page.evaluate("(a) => a.href", link)  # resolved against the page, as a click would
+    return _page_path(page.evaluate("(a) => a.href", link), site_url)  # resolved against the page, as a click would
+
+
+def _page_path(url: str, site_url: str) -> str:
+    """A page's address on the served site as the `_toc.yml` path: no host, no anchor, no suffix."""
     return url.removeprefix(site_url + "/").split("#")[0].removesuffix(".html")
 
 
